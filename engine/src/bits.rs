@@ -1,0 +1,186 @@
+//! Bitboard words: the `Bits` trait over `u64` (the fast path, ≤ 64 cells) and `u128`
+//! (up to 128 cells), so the search is written once and instantiated twice.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, BitXor, BitXorAssign, Not, Shl, Shr};
+
+/// A fixed-width bit set used as a bitboard (bit set = empty cell).
+pub trait Bits:
+    Copy
+    + Eq
+    + Ord
+    + Hash
+    + Debug
+    + Default
+    + Send
+    + Sync
+    + 'static
+    + BitAnd<Output = Self>
+    + BitOr<Output = Self>
+    + BitXor<Output = Self>
+    + Not<Output = Self>
+    + Shl<u32, Output = Self>
+    + Shr<u32, Output = Self>
+    + BitAndAssign
+    + BitOrAssign
+    + BitXorAssign
+{
+    /// Number of bits in the word.
+    const BITS: u32;
+    /// The empty set.
+    const ZERO: Self;
+    /// The set holding only bit 0.
+    const ONE: Self;
+
+    /// Number of set bits.
+    fn count(self) -> u32;
+    /// Index of the lowest set bit (`BITS` when empty).
+    fn lowest(self) -> u32;
+    /// Index of the highest set bit; the word must not be empty.
+    fn highest(self) -> u32;
+    /// The bit order reversed (bit i moves to `BITS - 1 - i`).
+    fn reversed(self) -> Self;
+    /// The lowest set bit alone (zero when empty).
+    fn lowest_bit(self) -> Self;
+    /// Bits `0..n` set (`n` may equal `BITS`).
+    fn low_mask(n: u32) -> Self;
+    /// Widens to `u128`.
+    fn to_u128(self) -> u128;
+    /// Narrows from `u128`, dropping the bits that do not fit.
+    fn from_u128(v: u128) -> Self;
+    /// A 64-bit mix of the word, for hashing.
+    fn mix(self) -> u64;
+    /// The column masks for rows of `stride` cells (cached).
+    fn masks(stride: u32) -> StrideMasks<Self>;
+
+    /// True when no bit is set.
+    #[inline]
+    fn is_empty(self) -> bool {
+        self == Self::ZERO
+    }
+    /// True when bit `i` is set.
+    #[inline]
+    fn has(self, i: u32) -> bool {
+        (self >> i) & Self::ONE != Self::ZERO
+    }
+    /// The set holding only bit `i`.
+    #[inline]
+    fn bit(i: u32) -> Self {
+        Self::ONE << i
+    }
+}
+
+macro_rules! impl_bits {
+    ($t:ty, $masks:ident) => {
+        impl Bits for $t {
+            const BITS: u32 = <$t>::BITS;
+            const ZERO: Self = 0;
+            const ONE: Self = 1;
+            #[inline]
+            fn count(self) -> u32 {
+                self.count_ones()
+            }
+            #[inline]
+            fn lowest(self) -> u32 {
+                self.trailing_zeros()
+            }
+            #[inline]
+            fn highest(self) -> u32 {
+                <$t>::BITS - 1 - self.leading_zeros()
+            }
+            #[inline]
+            fn reversed(self) -> Self {
+                self.reverse_bits()
+            }
+            #[inline]
+            fn lowest_bit(self) -> Self {
+                self & self.wrapping_neg()
+            }
+            #[inline]
+            fn low_mask(n: u32) -> Self {
+                if n >= <$t>::BITS {
+                    <$t>::MAX
+                } else {
+                    ((1 as $t) << n) - 1
+                }
+            }
+            #[inline]
+            fn to_u128(self) -> u128 {
+                self as u128
+            }
+            #[inline]
+            fn from_u128(v: u128) -> Self {
+                v as $t
+            }
+            #[inline]
+            fn mix(self) -> u64 {
+                let v = self.to_u128();
+                let x = (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
+                let x = (x ^ (x >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                x ^ (x >> 29)
+            }
+            #[inline]
+            fn masks(stride: u32) -> StrideMasks<Self> {
+                $masks[stride as usize]
+            }
+        }
+    };
+}
+
+impl_bits!(u64, MASKS64);
+impl_bits!(u128, MASKS128);
+
+/// Bits of column `col` in every row of a word laid out with `stride` cells per row.
+pub fn col_mask<B: Bits>(stride: u32, col: u32) -> B {
+    let mut m = B::ZERO;
+    let mut i = col;
+    while i < B::BITS {
+        m |= B::bit(i);
+        i += stride;
+    }
+    m
+}
+
+/// Column masks of one row stride, computed once per word type and stride.
+#[derive(Clone, Copy, Debug)]
+pub struct StrideMasks<B> {
+    /// Cells not in the last column: a horizontal pair may start there.
+    pub not_last: B,
+    /// Cells not in the first column: a left-to-right shift may land there.
+    pub not_first: B,
+}
+
+fn build_masks<B: Bits>() -> Vec<StrideMasks<B>> {
+    (0..=B::BITS)
+        .map(|s| {
+            if s == 0 {
+                StrideMasks { not_last: B::ZERO, not_first: B::ZERO }
+            } else {
+                StrideMasks { not_last: !col_mask::<B>(s, s - 1), not_first: !col_mask::<B>(s, 0) }
+            }
+        })
+        .collect()
+}
+
+static MASKS64: std::sync::LazyLock<Vec<StrideMasks<u64>>> = std::sync::LazyLock::new(build_masks);
+static MASKS128: std::sync::LazyLock<Vec<StrideMasks<u128>>> = std::sync::LazyLock::new(build_masks);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_and_bit_queries() {
+        assert_eq!(col_mask::<u64>(8, 0), 0x0101_0101_0101_0101);
+        assert_eq!(u64::masks(8).not_last, 0x7f7f_7f7f_7f7f_7f7f);
+        assert_eq!(u64::masks(8).not_first, 0xfefe_fefe_fefe_fefe);
+        assert_eq!(<u64 as Bits>::low_mask(64), u64::MAX);
+        assert_eq!(<u128 as Bits>::low_mask(3), 7);
+        assert_eq!(0b1010u64.lowest(), 1);
+        assert_eq!(0b1010u64.highest(), 3);
+        assert_eq!(0b1010u128.lowest_bit(), 2);
+        assert!(0b1010u64.has(3) && !0b1010u64.has(2));
+        assert_eq!(1u64.reversed(), 1 << 63);
+    }
+}

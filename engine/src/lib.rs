@@ -1,0 +1,19 @@
+//! The Cram solver engine: positions as bitboards, canonical regions, the nimber search with
+//! its transposition table, the half-turn pairing certificate and endgame databases.
+//!
+//! Cram is impartial, so every position is worth a nimber; a position split into regions is
+//! worth the XOR of the regions. The engine answers "what is the nimber of this position"
+//! and "is this position a loss for the player to move" exactly. It does no async work and
+//! no I/O besides reading and writing database files.
+
+pub mod bits;
+pub mod region;
+pub mod board;
+pub mod db;
+pub mod pairing;
+pub mod solver;
+pub mod table;
+
+pub use board::{Board, BoardError};
+pub use db::{Database, DbError, DbSet};
+pub use solver::{Config, Interrupted, Mode, Solution, Solver};

@@ -1,0 +1,395 @@
+//! Regions: connected sets of empty cells in canonical form, the unit every cache keys on.
+//!
+//! A region is translated to the origin of its bounding box (`h` rows × `w` columns) and
+//! stored row-major. Regions that fit an 8×8 box use a row stride of 8 in a `u64`, where all
+//! 8 symmetries of the square are a handful of byte and bit operations; larger regions use a
+//! stride equal to their width (oriented so that `h ≤ w`) in a `u64` when `h·w ≤ 64`, else in
+//! a `u128`. The canonical form is the least encoding over the symmetries, so two regions
+//! that are congruent have equal `(bits, stride)` keys.
+
+use crate::bits::Bits;
+
+/// A connected region in canonical form (see the module documentation).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub struct Region<B: Bits> {
+    /// Empty cells, row-major with `stride` cells per row, top-left cell at bit 0.
+    pub bits: B,
+    /// Row stride: 8 for regions within an 8×8 box, else the width.
+    pub stride: u8,
+    /// Height of the bounding box.
+    pub h: u8,
+    /// Width of the bounding box.
+    pub w: u8,
+}
+
+/// A canonical region in whichever word it fits: the 64-bit fast path or the 128-bit one.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub enum AnyRegion {
+    /// A region whose bounding box fits 64 bits.
+    Narrow(Region<u64>),
+    /// A region that needs more than 64 bits.
+    Wide(Region<u128>),
+}
+
+impl AnyRegion {
+    /// Number of empty cells.
+    #[inline]
+    pub fn cells(&self) -> u32 {
+        match self {
+            AnyRegion::Narrow(r) => r.bits.count(),
+            AnyRegion::Wide(r) => r.bits.count(),
+        }
+    }
+
+    /// Bounding box height and width.
+    pub fn dims(&self) -> (u32, u32) {
+        match self {
+            AnyRegion::Narrow(r) => (r.h as u32, r.w as u32),
+            AnyRegion::Wide(r) => (r.h as u32, r.w as u32),
+        }
+    }
+
+    /// The cells as a row-major mask with row stride `w` (the bounding box width).
+    pub fn dense(&self) -> u128 {
+        match self {
+            AnyRegion::Narrow(r) => r.dense(),
+            AnyRegion::Wide(r) => r.dense(),
+        }
+    }
+}
+
+impl<B: Bits> Region<B> {
+    /// Number of empty cells.
+    #[inline]
+    pub fn cells(&self) -> u32 {
+        self.bits.count()
+    }
+
+    /// Start cells of the horizontal and vertical dominoes that fit (bit i: cells i, i+1 or
+    /// i, i+stride).
+    #[inline]
+    pub fn moves(&self) -> (B, B) {
+        dominoes(self.bits, self.stride as u32)
+    }
+
+    /// The cells as a row-major mask with row stride `w`.
+    pub fn dense(&self) -> u128 {
+        restride(self.bits.to_u128(), self.stride as u32, self.h as u32, self.w as u32, self.w as u32)
+    }
+
+    /// True when the half-turn about the centre of the bounding box pairs the region: it
+    /// maps the region onto itself, fixes no cell and maps no cell to a neighbour. The
+    /// second player then answers every move with its image, so the region is worth 0.
+    pub fn half_turn_paired(&self) -> bool {
+        let (h, w, s) = (self.h as u32, self.w as u32, self.stride as u32);
+        if self.bits.count() % 2 == 1 {
+            return false;
+        }
+        // Reversing the word sends cell r*s+c to BITS-1-r*s-c; shifting right by
+        // BITS-(h-1)*s-w lands it on (h-1-r)*s + (w-1-c), its half-turn image.
+        if (self.bits.reversed() >> (B::BITS - (h - 1) * s - w)) != self.bits {
+            return false;
+        }
+        // Cells whose image is themselves or a neighbour lie on the centre lines.
+        let bad: B = match (h % 2, w % 2) {
+            (1, 1) => B::bit((h / 2) * s + w / 2),
+            (1, 0) => B::bit((h / 2) * s + w / 2 - 1) | B::bit((h / 2) * s + w / 2),
+            (0, 1) => B::bit((h / 2 - 1) * s + w / 2) | B::bit((h / 2) * s + w / 2),
+            _ => B::ZERO,
+        };
+        (self.bits & bad).is_empty()
+    }
+}
+
+/// Start cells of horizontal and vertical dominoes on empty set `e` with row stride `s`.
+#[inline]
+pub fn dominoes<B: Bits>(e: B, s: u32) -> (B, B) {
+    let m = B::masks(s);
+    (e & (e >> 1) & m.not_last, e & (e >> s))
+}
+
+/// One step of 4-neighbour growth of `c` inside `within`.
+#[inline]
+fn grow<B: Bits>(c: B, within: B, s: u32) -> B {
+    let m = B::masks(s);
+    (c | ((c << 1) & m.not_first) | ((c >> 1) & m.not_last) | (c << s) | (c >> s)) & within
+}
+
+/// The 4-connected component of `within` that contains the cells of `seed`.
+#[inline]
+pub fn component_of<B: Bits>(seed: B, within: B, s: u32) -> B {
+    let mut c = seed & within;
+    loop {
+        let n = grow(c, within, s);
+        if n == c {
+            return c;
+        }
+        c = n;
+    }
+}
+
+/// Calls `f` with each 4-connected component of `e` (row stride `s`), lowest first.
+#[inline]
+pub fn for_each_component<B: Bits>(mut e: B, s: u32, mut f: impl FnMut(B)) {
+    while !e.is_empty() {
+        let c = component_of(e.lowest_bit(), e, s);
+        e ^= c;
+        f(c);
+    }
+}
+
+/// Copies an `h`×`w` block laid out with stride `from` into stride `to` (both ≥ `w`).
+#[inline]
+pub fn restride(x: u128, from: u32, h: u32, w: u32, to: u32) -> u128 {
+    if from == to {
+        return x;
+    }
+    let row = <u128 as Bits>::low_mask(w);
+    let mut out = 0u128;
+    for r in 0..h {
+        out |= ((x >> (r * from)) & row) << (r * to);
+    }
+    out
+}
+
+/// The transpose of an `h`×`w` block (stride `from`) as a `w`×`h` block with stride `to`.
+pub fn transpose(x: u128, from: u32, to: u32) -> u128 {
+    let mut out = 0u128;
+    let mut rest = x;
+    while rest != 0 {
+        let i = rest.trailing_zeros();
+        rest &= rest - 1;
+        let (r, c) = (i / from, i % from);
+        out |= 1u128 << (c * to + r);
+    }
+    out
+}
+
+// ---- the 8×8 fast path -------------------------------------------------------------------
+
+/// Mirror left-right an `_`×`w` block in stride 8.
+#[inline]
+fn flip_cols8(x: u64, w: u32) -> u64 {
+    x.reverse_bits().swap_bytes() >> (8 - w)
+}
+
+/// Mirror top-bottom an `h`×`_` block in stride 8.
+#[inline]
+fn flip_rows8(x: u64, h: u32) -> u64 {
+    x.swap_bytes() >> (8 * (8 - h))
+}
+
+/// Transpose a block in stride 8 about the main diagonal: (r, c) -> (c, r).
+#[inline]
+fn transpose8(mut x: u64) -> u64 {
+    const K1: u64 = 0x5500_5500_5500_5500;
+    const K2: u64 = 0x3333_0000_3333_0000;
+    const K4: u64 = 0x0f0f_0f0f_0000_0000;
+    let mut t = K4 & (x ^ (x << 28));
+    x ^= t ^ (t >> 28);
+    t = K2 & (x ^ (x << 14));
+    x ^= t ^ (t >> 14);
+    t = K1 & (x ^ (x << 7));
+    x ^= t ^ (t >> 7);
+    x
+}
+
+/// Columns occupied by a stride-8 word, as an 8-bit mask.
+#[inline]
+fn cols8(x: u64) -> u32 {
+    let mut y = x | (x >> 32);
+    y |= y >> 16;
+    y |= y >> 8;
+    (y & 0xff) as u32
+}
+
+/// Canonical form of a nonempty set of cells given in stride 8.
+#[inline]
+pub fn canonical8(x: u64) -> Region<u64> {
+    let cols = cols8(x);
+    let x = x >> ((x.trailing_zeros() / 8) * 8 + cols.trailing_zeros());
+    let h = x.highest() / 8 + 1;
+    let w = 32 - cols.leading_zeros() - cols.trailing_zeros();
+    let fc = flip_cols8(x, w);
+    let mut best = x.min(fc).min(flip_rows8(x, h)).min(flip_rows8(fc, h));
+    let mut tall = false;
+    if h > 1 || w > 1 {
+        let t = transpose8(x);
+        let tc = flip_cols8(t, h);
+        let tb = t.min(tc).min(flip_rows8(t, w)).min(flip_rows8(tc, w));
+        if tb < best {
+            best = tb;
+            tall = true;
+        }
+    }
+    let (h, w) = if tall { (w, h) } else { (h, w) };
+    Region { bits: best, stride: 8, h: h as u8, w: w as u8 }
+}
+
+// ---- the wide path -----------------------------------------------------------------------
+
+/// Canonical form of an `h`×`w` block with stride `w` and `h ≤ w` (4 symmetries, or 8 when
+/// square).
+fn canonical_wide<B: Bits>(x: B, h: u32, w: u32) -> Region<B> {
+    let rot = x.reversed() >> (B::BITS - h * w);
+    let rows = flip_rows(x, h, w);
+    let cols = rows.reversed() >> (B::BITS - h * w);
+    let mut best = x.min(rot).min(rows).min(cols);
+    if h == w {
+        let t = B::from_u128(transpose(x.to_u128(), w, w));
+        let trot = t.reversed() >> (B::BITS - h * w);
+        let trows = flip_rows(t, h, w);
+        let tcols = trows.reversed() >> (B::BITS - h * w);
+        best = best.min(t).min(trot).min(trows).min(tcols);
+    }
+    Region { bits: best, stride: w as u8, h: h as u8, w: w as u8 }
+}
+
+/// Mirror top-bottom an `h`×`w` block with stride `w`.
+#[inline]
+fn flip_rows<B: Bits>(x: B, h: u32, w: u32) -> B {
+    let row = B::low_mask(w);
+    let mut out = B::ZERO;
+    for r in 0..h {
+        out |= ((x >> (r * w)) & row) << ((h - 1 - r) * w);
+    }
+    out
+}
+
+/// Canonical form of a nonempty set of cells `c` laid out with row stride `s` (any word).
+#[inline]
+pub fn normalize<B: Bits>(c: B, s: u32) -> AnyRegion {
+    if s == 8 && B::BITS == 64 {
+        return AnyRegion::Narrow(canonical8(c.to_u128() as u64));
+    }
+    let lo_row = c.lowest() / s;
+    let hi_row = c.highest() / s;
+    let row = B::low_mask(s);
+    let mut occ = B::ZERO;
+    for r in lo_row..=hi_row {
+        occ |= (c >> (r * s)) & row;
+    }
+    let lo_col = occ.lowest();
+    let h = hi_row - lo_row + 1;
+    let w = occ.highest() - lo_col + 1;
+    let t = (c >> (lo_row * s + lo_col)).to_u128();
+    if h <= 8 && w <= 8 {
+        return AnyRegion::Narrow(canonical8(restride(t, s, h, w, 8) as u64));
+    }
+    let (t, h, w) = if h > w { (transpose(t, s, h), w, h) } else { (restride(t, s, h, w, w), h, w) };
+    if h * w <= 64 {
+        AnyRegion::Narrow(canonical_wide(t as u64, h, w))
+    } else {
+        AnyRegion::Wide(canonical_wide(t, h, w))
+    }
+}
+
+/// Canonical form of an arbitrary (possibly disconnected) nonempty cell set given as an
+/// `h`×`w` block with stride `w`; used to key databases and tests, not by the search.
+pub fn normalize_block(x: u128, w: u32) -> AnyRegion {
+    if w <= 64 && x.count_ones() > 0 {
+        let h = (127 - x.leading_zeros()) / w + 1;
+        if h * w <= 64 {
+            return normalize::<u64>(x as u64, w);
+        }
+    }
+    normalize::<u128>(x, w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// All 8 images of an `h`×`w` block (stride `w`) as dense `(bits, h, w)` triples.
+    fn images(x: u128, h: u32, w: u32) -> Vec<(u128, u32, u32)> {
+        let mut out = Vec::new();
+        for t in 0..8 {
+            let (nh, nw) = if t >= 4 { (w, h) } else { (h, w) };
+            let mut y = 0u128;
+            for i in 0..h * w {
+                if x >> i & 1 == 1 {
+                    let (mut r, mut c) = (i / w, i % w);
+                    if t >= 4 {
+                        std::mem::swap(&mut r, &mut c);
+                    }
+                    if t & 1 == 1 {
+                        c = nw - 1 - c;
+                    }
+                    if t & 2 == 2 {
+                        r = nh - 1 - r;
+                    }
+                    y |= 1 << (r * nw + c);
+                }
+            }
+            out.push((y, nh, nw));
+        }
+        out
+    }
+
+    fn lcg(seed: &mut u64) -> u64 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed >> 11
+    }
+
+    #[test]
+    fn congruent_sets_share_one_canonical_form() {
+        let mut seed = 7;
+        for (h, w) in [(1, 5), (2, 3), (3, 3), (4, 7), (8, 8), (3, 12), (5, 12), (4, 16), (9, 9), (6, 20), (11, 11)] {
+            for _ in 0..200 {
+                let mut x = 0u128;
+                for i in 0..h * w {
+                    if lcg(&mut seed) % 3 != 0 {
+                        x |= 1 << i;
+                    }
+                }
+                if x == 0 {
+                    continue;
+                }
+                let forms: Vec<AnyRegion> =
+                    images(x, h, w).into_iter().map(|(y, _, nw)| normalize_block(y, nw)).collect();
+                assert!(forms.iter().all(|f| *f == forms[0]), "{h}x{w} {x:b}: {forms:?}");
+                assert_eq!(forms[0].cells(), x.count_ones());
+                // The dense form re-normalises to itself.
+                let (_, dw) = forms[0].dims();
+                assert_eq!(normalize_block(forms[0].dense(), dw), forms[0]);
+            }
+        }
+    }
+
+    #[test]
+    fn different_shapes_get_different_forms() {
+        // An L tromino and a straight tromino.
+        assert_ne!(normalize_block(0b111, 3), normalize_block(0b1011, 2));
+        // A 2x2 square is not a 1x4 line.
+        assert_ne!(normalize_block(0b1111, 2), normalize_block(0b1111, 4));
+    }
+
+    #[test]
+    fn components_are_found() {
+        // 3x3 with the middle column filled: two components.
+        let e: u64 = 0b101_101_101;
+        let mut comps = Vec::new();
+        for_each_component(e, 3, |c| comps.push(c));
+        assert_eq!(comps, vec![0b001_001_001, 0b100_100_100]);
+        // Row wrap must not connect the end of one row with the start of the next.
+        let e: u64 = 0b001_100;
+        let mut n = 0;
+        for_each_component(e, 3, |_| n += 1);
+        assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn half_turn_pairing_matches_the_definition() {
+        // 2x2: paired. 3x3 full: centre fixed. 1x2: the domino maps onto itself.
+        let r = |x: u128, w: u32| match normalize_block(x, w) {
+            AnyRegion::Narrow(r) => r.half_turn_paired(),
+            AnyRegion::Wide(r) => r.half_turn_paired(),
+        };
+        assert!(r(0b1111, 2));
+        assert!(!r(0b111_111_111, 3));
+        assert!(!r(0b11, 2));
+        assert!(r(0xff, 4)); // 2x4
+        assert!(!r(0b111_111, 3)); // 2x3: centre column cells adjacent to their images
+        assert!(r((1u128 << 100) - 1, 10)); // 10x10 on the wide path
+    }
+}

@@ -1,0 +1,500 @@
+//! The search: nimbers of regions and the question "is the nimber of G equal to k" (is
+//! `G + *k` a loss for the player to move), answered with a transposition table of bounds.
+//!
+//! For a single region G, `g(G) = k` holds iff every value below k appears among G's options
+//! and k does not. Options split into regions: all but the hardest get exact nimbers (folded
+//! into the target by XOR), and the hardest is asked the question recursively. Values below
+//! the target are looked for first; an option found to have one of them is known exactly and
+//! skipped when the target itself is looked for, which is the pruning of Lemoine and Viennot
+//! as refined by Beling. Options whose regions are all known (trivial, paired, in a database
+//! or in the table) are settled before any search, and the rest are searched smallest first.
+
+use crate::bits::Bits;
+use crate::board::Board;
+use crate::db::DbSet;
+use crate::pairing::half_turn_certificate;
+use crate::region::{for_each_component, normalize, AnyRegion, Region};
+use crate::table::{Bounds, Table, TableStats};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What a solve computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The exact nimber (and so the outcome).
+    Nimber,
+    /// Only whether the player to move wins; the nimber is reported when it is 0.
+    Outcome,
+}
+
+/// Solver settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Memory budget of the transposition tables, in bytes.
+    pub tt_bytes: usize,
+    /// Use the half-turn pairing certificate.
+    pub pairing: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config { tt_bytes: 1 << 30, pairing: true }
+    }
+}
+
+/// Why a search stopped before its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Interrupted {
+    /// The cancel flag was raised.
+    #[error("search cancelled")]
+    Cancelled,
+    /// The node budget ran out.
+    #[error("node budget exhausted")]
+    Budget,
+}
+
+/// Result alias for searches that may be interrupted.
+pub type Res<T> = Result<T, Interrupted>;
+
+/// The answer for one position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Solution {
+    /// True when the player to move wins (the nimber is not 0).
+    pub first_player_wins: bool,
+    /// The nimber, when computed (always in [`Mode::Nimber`]).
+    pub nimber: Option<u8>,
+}
+
+/// Options a node collects before searching: regions of each unsettled option, stored flat.
+#[derive(Default)]
+struct Frame {
+    comps: Vec<AnyRegion>,
+    children: Vec<Child>,
+    /// Bit v: some option is known to have value v.
+    present: u64,
+    /// An upper bound on the node's nimber (moves available, half the cells).
+    bound: u8,
+}
+
+#[derive(Clone, Copy)]
+struct Child {
+    /// Unsettled regions are `comps[start..start+len]`, hardest first.
+    start: u32,
+    len: u32,
+    /// XOR of the values of the option's settled regions.
+    xor: u8,
+    cost: u32,
+    done: bool,
+}
+
+/// A word type with its own transposition table in the solver.
+trait Word: Bits {
+    fn table(s: &Solver) -> &Table<Self>;
+    fn table_mut(s: &mut Solver) -> &mut Table<Self>;
+    fn any(r: Region<Self>) -> AnyRegion;
+}
+
+impl Word for u64 {
+    fn table(s: &Solver) -> &Table<u64> {
+        &s.tt64
+    }
+    fn table_mut(s: &mut Solver) -> &mut Table<u64> {
+        &mut s.tt64
+    }
+    fn any(r: Region<u64>) -> AnyRegion {
+        AnyRegion::Narrow(r)
+    }
+}
+
+impl Word for u128 {
+    fn table(s: &Solver) -> &Table<u128> {
+        &s.tt128
+    }
+    fn table_mut(s: &mut Solver) -> &mut Table<u128> {
+        &mut s.tt128
+    }
+    fn any(r: Region<u128>) -> AnyRegion {
+        AnyRegion::Wide(r)
+    }
+}
+
+/// How often (in nodes) the cancel flag, budget and progress callback are looked at.
+const CHECK_EVERY: u64 = 1 << 12;
+
+/// A single-threaded solver with its caches; reuse it across positions to share them.
+pub struct Solver {
+    tt64: Table<u64>,
+    tt128: Table<u128>,
+    dbs: Arc<DbSet>,
+    pairing: bool,
+    nodes: u64,
+    pool: Vec<Frame>,
+    cancel: Option<Arc<AtomicBool>>,
+    budget: u64,
+    next_check: u64,
+    progress: Option<Box<dyn FnMut(u64) + Send>>,
+}
+
+impl Solver {
+    /// A solver with the given settings and databases.
+    pub fn new(config: &Config, dbs: Arc<DbSet>) -> Solver {
+        Solver {
+            tt64: Table::new(config.tt_bytes * 3 / 4),
+            tt128: Table::new(config.tt_bytes / 4),
+            dbs,
+            pairing: config.pairing,
+            nodes: 0,
+            pool: Vec::new(),
+            cancel: None,
+            budget: u64::MAX,
+            next_check: CHECK_EVERY,
+            progress: None,
+        }
+    }
+
+    /// Search nodes expanded so far.
+    pub fn nodes(&self) -> u64 {
+        self.nodes
+    }
+
+    /// Bytes held by the transposition tables.
+    pub fn table_bytes(&self) -> usize {
+        self.tt64.allocated_bytes() + self.tt128.allocated_bytes()
+    }
+
+    /// Transposition table counters (both word sizes added).
+    pub fn table_stats(&self) -> TableStats {
+        let (a, b) = (self.tt64.stats(), self.tt128.stats());
+        TableStats { entries: a.entries + b.entries, replaced: a.replaced + b.replaced }
+    }
+
+    /// Stops the search with [`Interrupted::Cancelled`] once `flag` is raised.
+    pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    /// Stops the search with [`Interrupted::Budget`] after `nodes` more nodes.
+    pub fn set_budget(&mut self, nodes: u64) {
+        self.budget = self.nodes.saturating_add(nodes);
+    }
+
+    /// Calls `f` with the node count every few thousand nodes.
+    pub fn set_progress(&mut self, f: Box<dyn FnMut(u64) + Send>) {
+        self.progress = Some(f);
+    }
+
+    /// Solves a whole board.
+    pub fn solve(&mut self, board: &Board, mode: Mode) -> Res<Solution> {
+        if self.pairing && half_turn_certificate(board) {
+            return Ok(Solution { first_player_wins: false, nimber: Some(0) });
+        }
+        let (mut regions, mut xor) = board_regions(board);
+        regions.sort_by_key(|r| r.cells());
+        match mode {
+            Mode::Nimber => {
+                for r in regions {
+                    xor ^= self.nimber(r)?;
+                }
+                Ok(Solution { first_player_wins: xor != 0, nimber: Some(xor) })
+            }
+            Mode::Outcome => {
+                let Some(largest) = regions.pop() else {
+                    return Ok(Solution { first_player_wins: xor != 0, nimber: Some(xor) });
+                };
+                for r in regions {
+                    xor ^= self.nimber(r)?;
+                }
+                let loss = self.is_value(largest, xor)?;
+                Ok(Solution { first_player_wins: !loss, nimber: loss.then_some(0) })
+            }
+        }
+    }
+
+    /// The nimber of a region.
+    pub fn nimber(&mut self, r: AnyRegion) -> Res<u8> {
+        match r {
+            AnyRegion::Narrow(x) => self.nimber_g(x),
+            AnyRegion::Wide(x) => self.nimber_g(x),
+        }
+    }
+
+    /// True when the nimber of a region is `k`.
+    pub fn is_value(&mut self, r: AnyRegion, k: u8) -> Res<bool> {
+        match r {
+            AnyRegion::Narrow(x) => self.is_value_g(x, k),
+            AnyRegion::Wide(x) => self.is_value_g(x, k),
+        }
+    }
+
+    /// The value of a region when it costs no search: small, paired, in a database or
+    /// known exactly to the table.
+    fn known<B: Word>(&self, r: &Region<B>) -> Option<u8> {
+        match r.cells() {
+            0 | 1 => return Some(0),
+            2 | 3 => return Some(1),
+            _ => {}
+        }
+        if self.pairing && r.half_turn_paired() {
+            return Some(0);
+        }
+        if let Some(v) = self.dbs.lookup(&B::any(*r)) {
+            return Some(v);
+        }
+        B::table(self).get(r.bits, r.stride).and_then(|b| b.value())
+    }
+
+    fn known_any(&self, r: &AnyRegion) -> Option<u8> {
+        match r {
+            AnyRegion::Narrow(x) => self.known(x),
+            AnyRegion::Wide(x) => self.known(x),
+        }
+    }
+
+    fn store<B: Word>(&mut self, r: &Region<B>, b: Bounds, since: u64) {
+        let nodes = self.nodes - since;
+        B::table_mut(self).put(r.bits, r.stride, b, nodes);
+    }
+
+    fn nimber_g<B: Word>(&mut self, r: Region<B>) -> Res<u8> {
+        if let Some(v) = self.known(&r) {
+            return Ok(v);
+        }
+        let since = self.nodes;
+        let mut b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
+        let mut f = self.expand(&r)?;
+        b.upper = b.upper.min(f.bound);
+        // Invariant: every value below k appears among the options.
+        let mut k = b.floor();
+        while k < b.upper {
+            if f.present >> k & 1 == 1 || b.rules_out(k) || self.find_child(&mut f, k)? {
+                k += 1;
+            } else {
+                break;
+            }
+        }
+        self.pool.push(f);
+        self.store(&r, Bounds::exact(k), since);
+        Ok(k)
+    }
+
+    fn is_value_g<B: Word>(&mut self, r: Region<B>, n: u8) -> Res<bool> {
+        if let Some(v) = self.known(&r) {
+            return Ok(v == n);
+        }
+        let mut b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
+        b.upper = b.upper.min((r.cells() / 2) as u8);
+        if b.rules_out(n) {
+            return Ok(false);
+        }
+        let since = self.nodes;
+        let mut f = self.expand(&r)?;
+        b.upper = b.upper.min(f.bound);
+        let answer = self.decide(&mut f, &mut b, n);
+        self.pool.push(f);
+        let answer = answer?;
+        self.store(&r, b, since);
+        Ok(answer)
+    }
+
+    /// Decides `g = n` for an expanded node whose facts so far are `b`, updating `b`.
+    fn decide(&mut self, f: &mut Frame, b: &mut Bounds, n: u8) -> Res<bool> {
+        if b.rules_out(n) || f.present >> n & 1 == 1 {
+            b.exclude(n);
+            return Ok(false);
+        }
+        // Every value below n must appear among the options.
+        for k in b.floor()..n {
+            if f.present >> k & 1 == 1 || b.rules_out(k) {
+                continue;
+            }
+            if !self.find_child(f, k)? {
+                *b = Bounds::exact(k);
+                return Ok(false);
+            }
+        }
+        if b.upper > n && self.find_child(f, n)? {
+            *b = b.merge(Bounds { excluded: low_bits(n as u32 + 1), upper: u8::MAX });
+            return Ok(false);
+        }
+        *b = Bounds::exact(n);
+        Ok(true)
+    }
+
+    /// Looks for an unsettled option of value `k`; options settled on the way are marked.
+    fn find_child(&mut self, f: &mut Frame, k: u8) -> Res<bool> {
+        for i in 0..f.children.len() {
+            if f.children[i].done {
+                continue;
+            }
+            // Settle all regions of the option but the hardest.
+            while f.children[i].len > 1 {
+                let c = f.children[i];
+                let v = self.nimber(f.comps[(c.start + c.len - 1) as usize])?;
+                f.children[i].xor ^= v;
+                f.children[i].len -= 1;
+            }
+            let c = f.children[i];
+            let hardest = f.comps[c.start as usize];
+            if self.is_value(hardest, k ^ c.xor)? {
+                f.children[i].done = true;
+                return Ok(true);
+            }
+            if let Some(v) = self.known_any(&hardest) {
+                f.children[i].done = true;
+                let v = v ^ c.xor;
+                if v < 64 {
+                    f.present |= 1 << v;
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Counts a node and honours cancellation, budget and progress.
+    #[inline]
+    fn tick(&mut self) -> Res<()> {
+        self.nodes += 1;
+        if self.nodes >= self.next_check {
+            self.next_check = self.nodes + CHECK_EVERY;
+            if let Some(p) = self.progress.as_mut() {
+                p(self.nodes);
+            }
+            if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(Interrupted::Cancelled);
+            }
+            if self.nodes >= self.budget {
+                return Err(Interrupted::Budget);
+            }
+        }
+        Ok(())
+    }
+
+    /// Generates the options of a region and settles those that need no search.
+    ///
+    /// Two passes: the first splits every option into canonical regions and prefetches their
+    /// table buckets, the second looks them up, so the cache misses overlap.
+    fn expand<B: Word>(&mut self, r: &Region<B>) -> Res<Frame> {
+        self.tick()?;
+        let mut f = self.pool.pop().unwrap_or_default();
+        f.comps.clear();
+        f.children.clear();
+        f.present = 0;
+        let s = r.stride as u32;
+        let (hor, ver) = r.moves();
+        f.bound = (hor.count() + ver.count()).min(r.cells() / 2).min(255) as u8;
+        for (mut starts, step) in [(ver, s), (hor, 1)] {
+            while !starts.is_empty() {
+                let i = starts.lowest();
+                starts ^= B::bit(i);
+                let rest = r.bits ^ B::bit(i) ^ B::bit(i + step);
+                let start = f.comps.len();
+                let mut xor = 0u8;
+                for_each_component(rest, s, |c| match c.count() {
+                    0 | 1 => {}
+                    2 | 3 => xor ^= 1,
+                    _ => {
+                        let p = normalize(c, s);
+                        self.prefetch(&p);
+                        f.comps.push(p);
+                    }
+                });
+                let len = cancel_pairs(&mut f.comps[start..]);
+                f.comps.truncate(start + len);
+                f.children.push(Child { start: start as u32, len: len as u32, xor, cost: 0, done: false });
+            }
+        }
+        // Second pass: settle known regions, compacting the unknown ones in place.
+        let mut out = 0usize;
+        let mut kept = 0usize;
+        for ci in 0..f.children.len() {
+            let mut c = f.children[ci];
+            let start = out;
+            for j in c.start as usize..(c.start + c.len) as usize {
+                let p = f.comps[j];
+                match self.known_any(&p) {
+                    Some(v) => c.xor ^= v,
+                    None => {
+                        f.comps[out] = p;
+                        out += 1;
+                    }
+                }
+            }
+            if out == start {
+                if c.xor < 64 {
+                    f.present |= 1 << c.xor;
+                }
+                continue;
+            }
+            let parts = &mut f.comps[start..out];
+            parts.sort_unstable_by_key(|p| std::cmp::Reverse(p.cells()));
+            c.cost = parts.iter().map(|p| p.cells() * p.cells()).sum();
+            c.start = start as u32;
+            c.len = (out - start) as u32;
+            f.children[kept] = c;
+            kept += 1;
+        }
+        f.comps.truncate(out);
+        f.children.truncate(kept);
+        f.children.sort_by_key(|c| c.cost);
+        Ok(f)
+    }
+
+    fn prefetch(&self, r: &AnyRegion) {
+        match r {
+            AnyRegion::Narrow(x) => self.tt64.prefetch(x.bits, x.stride),
+            AnyRegion::Wide(x) => self.tt128.prefetch(x.bits, x.stride),
+        }
+    }
+}
+
+/// Moves pairs of congruent regions (their values cancel under XOR) to the end of `parts`
+/// and returns how many regions remain before them.
+fn cancel_pairs(parts: &mut [AnyRegion]) -> usize {
+    if parts.len() < 2 {
+        return parts.len();
+    }
+    parts.sort_unstable_by_key(region_order);
+    let mut out = 0;
+    let mut i = 0;
+    while i < parts.len() {
+        if i + 1 < parts.len() && parts[i] == parts[i + 1] {
+            i += 2;
+        } else {
+            parts[out] = parts[i];
+            out += 1;
+            i += 1;
+        }
+    }
+    out
+}
+
+fn region_order(r: &AnyRegion) -> (u8, u128, u8) {
+    match r {
+        AnyRegion::Narrow(x) => (0, x.bits as u128, x.stride),
+        AnyRegion::Wide(x) => (1, x.bits, x.stride),
+    }
+}
+
+#[inline]
+fn low_bits(n: u32) -> u32 {
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
+    }
+}
+
+/// The regions of a board that need search, and the XOR of the values of the others
+/// (fewer than four cells). Congruent pairs cancel.
+pub fn board_regions(board: &Board) -> (Vec<AnyRegion>, u8) {
+    let mut xor = 0;
+    let mut out = Vec::new();
+    for_each_component(board.empty(), board.cols(), |c| match c.count_ones() {
+        0 | 1 => {}
+        2 | 3 => xor ^= 1,
+        _ => out.push(normalize(c, board.cols())),
+    });
+    let len = cancel_pairs(&mut out);
+    out.truncate(len);
+    (out, xor)
+}

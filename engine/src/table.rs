@@ -1,0 +1,251 @@
+//! The transposition table: what is known about the nimber of each canonical region — the
+//! exact value, or values it is known not to have and an upper bound.
+//!
+//! The table starts small and doubles while it is less than its memory budget, so a small
+//! solve touches little memory; at the budget it replaces, within a bucket of four slots,
+//! the entry that cost the fewest search nodes to establish.
+
+use crate::bits::Bits;
+
+/// What is known about the nimber `g` of one region.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Bounds {
+    /// Bit `j` set: `g ≠ j` (for `j < 32`).
+    pub excluded: u32,
+    /// `g ≤ upper`.
+    pub upper: u8,
+}
+
+impl Bounds {
+    /// Nothing known.
+    pub const UNKNOWN: Bounds = Bounds { excluded: 0, upper: u8::MAX };
+
+    /// Exactly `v` (values of 32 and above are held as an upper bound with every smaller
+    /// value excluded, which the representation cannot express; they are kept as unknown).
+    pub fn exact(v: u8) -> Bounds {
+        if v >= 32 {
+            return Bounds::UNKNOWN;
+        }
+        Bounds { excluded: low_bits(v as u32), upper: v }
+    }
+
+    /// `g ≥ floor()`: the number of consecutive excluded values from 0.
+    #[inline]
+    pub fn floor(&self) -> u8 {
+        (self.excluded.trailing_ones() as u8).min(self.upper)
+    }
+
+    /// The value, when it is known exactly.
+    #[inline]
+    pub fn value(&self) -> Option<u8> {
+        (self.floor() == self.upper).then_some(self.upper)
+    }
+
+    /// True when `g = k` is ruled out.
+    #[inline]
+    pub fn rules_out(&self, k: u8) -> bool {
+        k > self.upper || (k < 32 && self.excluded >> k & 1 == 1)
+    }
+
+    /// Records `g ≠ k`.
+    #[inline]
+    pub fn exclude(&mut self, k: u8) {
+        if k < 32 {
+            self.excluded |= 1 << k;
+        }
+        if k == self.upper {
+            self.upper = self.upper.saturating_sub(1);
+        }
+    }
+
+    /// Combines two sets of facts about the same region.
+    #[inline]
+    pub fn merge(self, other: Bounds) -> Bounds {
+        Bounds { excluded: self.excluded | other.excluded, upper: self.upper.min(other.upper) }
+    }
+}
+
+#[inline]
+fn low_bits(n: u32) -> u32 {
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot<B: Bits> {
+    key: B,
+    stride: u8,
+    upper: u8,
+    /// log2 of the search nodes spent on this entry: the replacement priority.
+    work: u8,
+    excluded: u32,
+}
+
+/// Bytes used per slot, for sizing against a memory budget.
+pub fn slot_bytes<B: Bits>() -> usize {
+    std::mem::size_of::<Slot<B>>()
+}
+
+/// Counters of table use, for reports.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct TableStats {
+    /// Entries held now.
+    pub entries: u64,
+    /// Entries dropped to make room.
+    pub replaced: u64,
+}
+
+const BUCKET: usize = 4;
+const INITIAL_SLOTS: usize = 1 << 12;
+
+/// A bounded hash table from canonical regions to [`Bounds`].
+pub struct Table<B: Bits> {
+    slots: Vec<Slot<B>>,
+    max_slots: usize,
+    stats: TableStats,
+}
+
+impl<B: Bits> Table<B> {
+    /// A table that will grow to at most `budget_bytes` of memory.
+    pub fn new(budget_bytes: usize) -> Table<B> {
+        let fit = (budget_bytes / slot_bytes::<B>()).max(BUCKET);
+        let max_slots = if fit.is_power_of_two() { fit } else { fit.next_power_of_two() / 2 };
+        let slots = vec![Slot::default(); INITIAL_SLOTS.min(max_slots)];
+        Table { slots, max_slots, stats: TableStats::default() }
+    }
+
+    /// Bytes allocated now.
+    pub fn allocated_bytes(&self) -> usize {
+        self.slots.len() * slot_bytes::<B>()
+    }
+
+    /// Use counters.
+    pub fn stats(&self) -> TableStats {
+        self.stats
+    }
+
+    #[inline]
+    fn bucket(&self, key: B, stride: u8) -> usize {
+        let h = key.mix() ^ (stride as u64).wrapping_mul(0x2545_F491_4F6C_DD1D);
+        (h as usize) & (self.slots.len() - BUCKET)
+    }
+
+    /// Hints the processor to fetch the bucket of `(key, stride)`, so that a batch of
+    /// lookups overlaps its cache misses.
+    #[inline]
+    pub fn prefetch(&self, key: B, stride: u8) {
+        let b = self.bucket(key, stride);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is only a hint; it never faults, even on an invalid address,
+        // and the address here is inside the slot vector.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.slots.as_ptr().add(b) as *const i8);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = b;
+    }
+
+    /// What is known about region `(key, stride)`.
+    #[inline]
+    pub fn get(&self, key: B, stride: u8) -> Option<Bounds> {
+        let b = self.bucket(key, stride);
+        self.slots[b..b + BUCKET]
+            .iter()
+            .find(|s| s.key == key && s.stride == stride)
+            .map(|s| Bounds { excluded: s.excluded, upper: s.upper })
+    }
+
+    /// Adds facts about region `(key, stride)`, established with about `nodes` search nodes.
+    pub fn put(&mut self, key: B, stride: u8, bounds: Bounds, nodes: u64) {
+        let work = (64 - nodes.leading_zeros()) as u8;
+        let b = self.bucket(key, stride);
+        let bucket = &mut self.slots[b..b + BUCKET];
+        if let Some(s) = bucket.iter_mut().find(|s| s.key == key && s.stride == stride) {
+            let m = Bounds { excluded: s.excluded, upper: s.upper }.merge(bounds);
+            s.excluded = m.excluded;
+            s.upper = m.upper;
+            s.work = s.work.max(work);
+            return;
+        }
+        let new = Slot { key, stride, upper: bounds.upper, work, excluded: bounds.excluded };
+        if let Some(s) = bucket.iter_mut().find(|s| s.key.is_empty()) {
+            *s = new;
+            self.stats.entries += 1;
+            let len = self.slots.len();
+            if self.stats.entries as usize * 2 > len && len < self.max_slots {
+                self.grow();
+            }
+            return;
+        }
+        if self.slots.len() < self.max_slots && self.stats.entries as usize * 4 > self.slots.len() {
+            self.grow();
+            return self.put(key, stride, bounds, nodes);
+        }
+        let bucket = &mut self.slots[b..b + BUCKET];
+        let victim = bucket.iter_mut().min_by_key(|s| s.work).expect("bucket is never empty");
+        if victim.work <= work {
+            *victim = new;
+            self.stats.replaced += 1;
+        }
+    }
+
+    fn grow(&mut self) {
+        let bigger = vec![Slot::default(); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, bigger);
+        self.stats.entries = 0;
+        for s in old.into_iter().filter(|s| !s.key.is_empty()) {
+            let b = self.bucket(s.key, s.stride);
+            if let Some(free) = self.slots[b..b + BUCKET].iter_mut().find(|x| x.key.is_empty()) {
+                *free = s;
+                self.stats.entries += 1;
+            }
+        }
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.slots = vec![Slot::default(); INITIAL_SLOTS.min(self.max_slots)];
+        self.stats = TableStats::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_track_exclusions_and_exact_values() {
+        let mut b = Bounds::UNKNOWN;
+        assert_eq!(b.value(), None);
+        b.exclude(0);
+        b.exclude(2);
+        assert_eq!(b.floor(), 1);
+        assert!(b.rules_out(2) && !b.rules_out(1));
+        let c = b.merge(Bounds { excluded: 0, upper: 1 });
+        assert_eq!(c.value(), Some(1));
+        assert_eq!(Bounds::exact(3).value(), Some(3));
+        assert!(Bounds::exact(3).rules_out(4) && Bounds::exact(3).rules_out(0));
+        assert_eq!(Bounds::exact(0).value(), Some(0));
+    }
+
+    #[test]
+    fn table_grows_keeps_and_replaces() {
+        let mut t: Table<u64> = Table::new(1 << 16);
+        for k in 1..2000u64 {
+            t.put(k, 8, Bounds::exact((k % 7) as u8), k);
+        }
+        assert!(t.allocated_bytes() <= 1 << 16);
+        let found = (1..2000u64).filter(|&k| t.get(k, 8) == Some(Bounds::exact((k % 7) as u8))).count();
+        assert!(found > 1000, "only {found} kept");
+        assert!(t.stats().replaced > 0);
+        assert_eq!(t.get(5, 9), None);
+        // Merging facts about one key.
+        t.put(5000, 3, Bounds { excluded: 1, upper: 9 }, 1);
+        t.put(5000, 3, Bounds { excluded: 0, upper: 1 }, 1);
+        assert_eq!(t.get(5000, 3).unwrap().value(), Some(1));
+    }
+}

@@ -1,0 +1,82 @@
+//! `cram`: the command-line front end of the Cram solver.
+//!
+//! Subcommands: `solve` (outcome and nimber of positions), `analyze` (every move and its
+//! value), `db` (build, inspect and verify endgame databases) and `bench` (the performance
+//! table). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
+//! 3 a database was refused.
+
+mod bench;
+mod dbcmd;
+mod report;
+mod solve;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exact solver for the impartial game Cram: outcome and nimber of any position.
+#[derive(Parser)]
+#[command(name = "cram", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Solve positions: who wins, and the nimber.
+    Solve(solve::SolveArgs),
+    /// List every legal move of a position with the nimber after it.
+    Analyze(solve::AnalyzeArgs),
+    /// Build, inspect and verify endgame databases.
+    #[command(subcommand)]
+    Db(dbcmd::DbCommand),
+    /// Print the performance table (nimber, nodes, seconds, memory per board).
+    Bench(bench::BenchArgs),
+}
+
+/// A failure with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    /// Process exit code.
+    pub code: u8,
+    /// What to tell the user.
+    pub message: String,
+}
+
+impl Failure {
+    /// Bad input from the user (exit code 2).
+    pub fn input(message: impl std::fmt::Display) -> Failure {
+        Failure { code: 2, message: message.to_string() }
+    }
+    /// A database that cannot be used (exit code 3).
+    pub fn database(message: impl std::fmt::Display) -> Failure {
+        Failure { code: 3, message: message.to_string() }
+    }
+    /// Any other runtime failure (exit code 1).
+    pub fn runtime(message: impl std::fmt::Display) -> Failure {
+        Failure { code: 1, message: message.to_string() }
+    }
+}
+
+/// Where databases are looked for when `--db-dir` is not given.
+pub fn default_db_dir() -> PathBuf {
+    std::env::var_os("CRAM_DB_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("db"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Solve(a) => solve::run_solve(&a),
+        Command::Analyze(a) => solve::run_analyze(&a),
+        Command::Db(c) => dbcmd::run(&c),
+        Command::Bench(a) => bench::run(&a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("cram: error: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! `cram solve` and `cram analyze`: positions in, outcome and nimber out, as text or JSON
+//! lines, one result per position in input order, with shared caches across positions.
+
+use crate::report::{clear_progress, peak_rss_mib, terminal_progress, thousands};
+use crate::{default_db_dir, Failure};
+use clap::Args;
+use cram_engine::{Board, Config, DbSet, Mode, Solver};
+use serde::Serialize;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Engine settings shared by the commands that search.
+#[derive(Args, Clone, Debug)]
+pub struct EngineArgs {
+    /// Do not load endgame databases.
+    #[arg(long)]
+    pub no_db: bool,
+    /// Directory of endgame databases (*.cramdb) [default: $CRAM_DB_DIR, else ./db].
+    #[arg(long, value_name = "DIR")]
+    pub db_dir: Option<PathBuf>,
+    /// Do not use the half-turn pairing certificate.
+    #[arg(long)]
+    pub no_pairing: bool,
+    /// Memory budget of the transposition table, in MiB.
+    #[arg(long, value_name = "N", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub tt_mb: u64,
+}
+
+impl EngineArgs {
+    /// The databases to use: none with `--no-db`; every file in the directory otherwise.
+    /// A missing default directory means no databases; a missing explicit one is an error.
+    pub fn databases(&self) -> Result<Arc<DbSet>, Failure> {
+        if self.no_db {
+            return Ok(Arc::new(DbSet::default()));
+        }
+        let dir = self.db_dir.clone().unwrap_or_else(default_db_dir);
+        if self.db_dir.is_none() && !dir.is_dir() {
+            return Ok(Arc::new(DbSet::default()));
+        }
+        DbSet::load_dir(&dir).map(Arc::new).map_err(Failure::database)
+    }
+
+    /// A solver configured by these settings.
+    pub fn solver(&self) -> Result<Solver, Failure> {
+        let config = Config { tt_bytes: (self.tt_mb as usize) << 20, pairing: !self.no_pairing };
+        Ok(Solver::new(&config, self.databases()?))
+    }
+}
+
+/// Arguments of `cram solve`.
+#[derive(Args, Debug)]
+pub struct SolveArgs {
+    /// Positions: RxC (empty rectangle), rows like ..#/... ('.' empty, '#' filled, rows
+    /// joined by '/'), or @FILE (one row per line).
+    #[arg(value_name = "SPEC", required_unless_present = "batch")]
+    pub specs: Vec<String>,
+    /// Read specs from FILE ('-' for standard input), one per line; blank lines and lines
+    /// starting with ';' are skipped.
+    #[arg(long, value_name = "FILE")]
+    pub batch: Option<String>,
+    /// Print one JSON object per position.
+    #[arg(long)]
+    pub json: bool,
+    /// Decide only who wins; the nimber is printed only when it is 0.
+    #[arg(long)]
+    pub outcome_only: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// One solved position, as printed by `--json`.
+#[derive(Serialize, Debug)]
+pub struct SolveRecord {
+    /// The spec as given.
+    pub spec: String,
+    /// Board rows.
+    pub rows: u32,
+    /// Board columns.
+    pub cols: u32,
+    /// Empty cells.
+    pub empty: u32,
+    /// "first" when the player to move wins, else "second".
+    pub outcome: &'static str,
+    /// The nimber (null only for an outcome-only first-player win).
+    pub nimber: Option<u8>,
+    /// Search nodes.
+    pub nodes: u64,
+    /// Wall time in milliseconds.
+    pub millis: u64,
+    /// Peak resident memory of the process so far, in MiB.
+    pub peak_mib: u64,
+}
+
+/// Reads a spec: `@FILE` or the text forms [`Board::parse`] accepts.
+pub fn parse_spec(spec: &str) -> Result<Board, Failure> {
+    if let Some(path) = spec.strip_prefix('@') {
+        let text = std::fs::read_to_string(path).map_err(|e| Failure::input(format!("{spec}: {e}")))?;
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        let end = lines.iter().rposition(|l| !l.is_empty()).map_or(0, |i| i + 1);
+        return Board::from_rows(lines[..end].iter().copied()).map_err(|e| Failure::input(format!("{spec}: {e}")));
+    }
+    Board::parse(spec).map_err(|e| Failure::input(format!("{spec:?}: {e}")))
+}
+
+/// Solves one board with `solver`, showing progress on a terminal.
+pub fn solve_one(solver: &mut Solver, spec: &str, board: &Board, mode: Mode) -> Result<SolveRecord, Failure> {
+    if let Some(p) = terminal_progress(spec.to_string()) {
+        solver.set_progress(p);
+    }
+    let before = solver.nodes();
+    let start = Instant::now();
+    let solution = solver.solve(board, mode).map_err(Failure::runtime);
+    clear_progress();
+    let solution = solution?;
+    Ok(SolveRecord {
+        spec: spec.to_string(),
+        rows: board.rows(),
+        cols: board.cols(),
+        empty: board.empty_count(),
+        outcome: if solution.first_player_wins { "first" } else { "second" },
+        nimber: solution.nimber,
+        nodes: solver.nodes() - before,
+        millis: start.elapsed().as_millis() as u64,
+        peak_mib: peak_rss_mib(),
+    })
+}
+
+fn print_record(r: &SolveRecord, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(r).expect("records serialise"));
+        return;
+    }
+    let who = if r.outcome == "first" { "first player wins" } else { "second player wins" };
+    let value = match r.nimber {
+        Some(n) => format!("nimber *{n}"),
+        None => "nimber not computed".to_string(),
+    };
+    println!(
+        "{}: {who}, {value} ({} nodes, {:.3} s, peak {} MiB)",
+        r.spec,
+        thousands(r.nodes),
+        r.millis as f64 / 1000.0,
+        r.peak_mib
+    );
+}
+
+fn batch_specs(source: &str) -> Result<Vec<String>, Failure> {
+    let reader: Box<dyn BufRead> = if source == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(source).map_err(|e| Failure::input(format!("--batch {source}: {e}")))?;
+        Box::new(std::io::BufReader::new(f))
+    };
+    let mut out = Vec::new();
+    for line in reader.lines() {
+        let line = line.map_err(|e| Failure::input(format!("--batch {source}: {e}")))?;
+        let t = line.trim();
+        if !t.is_empty() && !t.starts_with(';') {
+            out.push(t.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `cram solve`. A spec that cannot be read is reported in its place (as an
+/// `{"spec", "error"}` object with `--json`) and the exit code is 2 at the end.
+pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
+    let mut specs = args.specs.clone();
+    if let Some(b) = &args.batch {
+        specs.extend(batch_specs(b)?);
+    }
+    let mut solver = args.engine.solver()?;
+    let mode = if args.outcome_only { Mode::Outcome } else { Mode::Nimber };
+    let mut bad = None;
+    for spec in &specs {
+        match parse_spec(spec) {
+            Ok(board) => print_record(&solve_one(&mut solver, spec, &board, mode)?, args.json),
+            Err(f) => {
+                if args.json {
+                    println!("{}", serde_json::json!({"spec": spec, "error": f.message}));
+                } else if specs.len() > 1 {
+                    eprintln!("cram: error: {}", f.message);
+                }
+                bad = Some(f);
+            }
+        }
+    }
+    match bad {
+        Some(f) if specs.len() == 1 => Err(f),
+        Some(_) => Err(Failure::input("some specs could not be read (see above)")),
+        None => Ok(()),
+    }
+}
+
+/// Arguments of `cram analyze`.
+#[derive(Args, Debug)]
+pub struct AnalyzeArgs {
+    /// The position (same forms as `cram solve`).
+    #[arg(value_name = "SPEC")]
+    pub spec: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// One move of `cram analyze`.
+#[derive(Serialize, Debug)]
+pub struct MoveRecord {
+    /// The two cells, as 1-based (row, column) pairs.
+    pub cells: [[u32; 2]; 2],
+    /// The nimber of the position after the move.
+    pub nimber: u8,
+    /// True when the move wins (leaves a position of nimber 0).
+    pub wins: bool,
+}
+
+/// Every legal move of `board` with the nimber after it.
+pub fn analyze(solver: &mut Solver, board: &Board) -> Result<Vec<MoveRecord>, Failure> {
+    let cols = board.cols();
+    let mut out = Vec::new();
+    for m in board.moves() {
+        let a = m.trailing_zeros();
+        let b = 127 - m.leading_zeros();
+        let after = board.with_filled(m);
+        let nimber = solver.solve(&after, Mode::Nimber).map_err(Failure::runtime)?.nimber.expect("nimber mode");
+        out.push(MoveRecord { cells: [[a / cols + 1, a % cols + 1], [b / cols + 1, b % cols + 1]], nimber, wins: nimber == 0 });
+    }
+    Ok(out)
+}
+
+/// Runs `cram analyze`.
+pub fn run_analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
+    let board = parse_spec(&args.spec)?;
+    let mut solver = args.engine.solver()?;
+    let moves = analyze(&mut solver, &board)?;
+    let mut seen = 0u64;
+    for m in &moves {
+        seen |= 1 << m.nimber.min(63);
+    }
+    let nimber = (!seen).trailing_zeros();
+    if args.json {
+        let v = serde_json::json!({"spec": args.spec, "nimber": nimber, "moves": moves});
+        println!("{v}");
+        return Ok(());
+    }
+    let wins = moves.iter().filter(|m| m.wins).count();
+    println!("{}: nimber *{nimber}, {} moves, {wins} winning", args.spec, moves.len());
+    for m in &moves {
+        let [[r1, c1], [r2, c2]] = m.cells;
+        let mark = if m.wins { "  wins" } else { "" };
+        println!("  ({r1},{c1})-({r2},{c2})  -> *{}{mark}", m.nimber);
+    }
+    Ok(())
+}
