@@ -199,7 +199,7 @@ impl Solver {
             }
             Mode::Outcome => {
                 let Some(largest) = regions.pop() else {
-                    return Ok(Solution { first_player_wins: xor != 0, nimber: Some(xor) });
+                    return Ok(Solution { first_player_wins: xor != 0, nimber: (xor == 0).then_some(0) });
                 };
                 for r in regions {
                     xor ^= self.nimber(r)?;
@@ -312,7 +312,8 @@ impl Solver {
                 return Ok(false);
             }
         }
-        if b.upper > n && self.find_child(f, n)? {
+        // Options settled while looking for smaller values may already show n.
+        if b.upper > n && (f.present >> n & 1 == 1 || self.find_child(f, n)?) {
             *b = b.merge(Bounds { excluded: low_bits(n as u32 + 1), upper: u8::MAX });
             return Ok(false);
         }

@@ -1,0 +1,221 @@
+//! The engine against a plain brute-force solver written here (no regions, no canonical
+//! forms, no databases): every subset of small boards and random positions, in every mode.
+
+use cram_engine::region::{AnyRegion, Region};
+use cram_engine::{Board, Config, Database, DbSet, Mode, Solver};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Nimber of every subset of an R×C board, by the mex rule in increasing mask order.
+fn all_values(rows: u32, cols: u32) -> Vec<u8> {
+    let n = rows * cols;
+    let mut v = vec![0u8; 1 << n];
+    for m in 0..1u32 << n {
+        let mut seen = 0u64;
+        for i in 0..n {
+            if m >> i & 1 == 0 {
+                continue;
+            }
+            if i % cols + 1 < cols && m >> (i + 1) & 1 == 1 {
+                seen |= 1 << v[(m & !(3 << i)) as usize];
+            }
+            if i + cols < n && m >> (i + cols) & 1 == 1 {
+                seen |= 1 << v[(m & !(1 << i | 1 << (i + cols))) as usize];
+            }
+        }
+        v[m as usize] = (!seen).trailing_zeros() as u8;
+    }
+    v
+}
+
+/// Nimber of one position by memoised recursion over masks of any board up to 128 cells.
+fn brute(mask: u128, rows: u32, cols: u32, memo: &mut HashMap<u128, u8>) -> u8 {
+    if let Some(&v) = memo.get(&mask) {
+        return v;
+    }
+    let n = rows * cols;
+    let mut seen = 0u64;
+    for i in 0..n {
+        if mask >> i & 1 == 0 {
+            continue;
+        }
+        if i % cols + 1 < cols && mask >> (i + 1) & 1 == 1 {
+            seen |= 1 << brute(mask & !(3 << i), rows, cols, memo);
+        }
+        if i + cols < n && mask >> (i + cols) & 1 == 1 {
+            seen |= 1 << brute(mask & !(1 << i | 1 << (i + cols)), rows, cols, memo);
+        }
+    }
+    let v = (!seen).trailing_zeros() as u8;
+    memo.insert(mask, v);
+    v
+}
+
+struct Setting {
+    name: &'static str,
+    pairing: bool,
+    db: bool,
+    mode: Mode,
+}
+
+fn settings() -> Vec<Setting> {
+    let mut out = Vec::new();
+    for (pairing, db) in [(true, false), (false, false), (true, true), (false, true)] {
+        for mode in [Mode::Nimber, Mode::Outcome] {
+            out.push(Setting { name: "", pairing, db, mode });
+        }
+    }
+    for s in &mut out {
+        s.name = match (s.pairing, s.db, s.mode) {
+            (true, false, Mode::Nimber) => "pairing",
+            (false, false, Mode::Nimber) => "plain",
+            (true, true, Mode::Nimber) => "pairing+db",
+            (false, true, Mode::Nimber) => "db",
+            (true, false, Mode::Outcome) => "outcome+pairing",
+            (false, false, Mode::Outcome) => "outcome",
+            (true, true, Mode::Outcome) => "outcome+pairing+db",
+            (false, true, Mode::Outcome) => "outcome+db",
+        };
+    }
+    out
+}
+
+fn small_dbs() -> Arc<DbSet> {
+    Arc::new(DbSet::new(vec![Database::build(2, 4, 1).unwrap(), Database::build(3, 3, 1).unwrap()]))
+}
+
+fn solver(s: &Setting) -> Solver {
+    let dbs = if s.db { small_dbs() } else { Arc::new(DbSet::default()) };
+    Solver::new(&Config { tt_bytes: 64 << 20, pairing: s.pairing }, dbs)
+}
+
+/// Checks the engine's answer against the true value `want` in setting `s`.
+fn check(solver: &mut Solver, s: &Setting, board: &Board, want: u8) {
+    let got = solver.solve(board, s.mode).unwrap();
+    assert_eq!(got.first_player_wins, want != 0, "{}: outcome of {} (true value *{want})", s.name, board.rows_string());
+    match s.mode {
+        Mode::Nimber => assert_eq!(got.nimber, Some(want), "{}: nimber of {}", s.name, board.rows_string()),
+        Mode::Outcome => assert_eq!(got.nimber, (want == 0).then_some(0), "{}: {}", s.name, board.rows_string()),
+    }
+}
+
+fn every_subset(rows: u32, cols: u32) {
+    let truth = all_values(rows, cols);
+    for s in settings() {
+        let mut solver = solver(&s);
+        for (m, &want) in truth.iter().enumerate() {
+            check(&mut solver, &s, &Board::from_mask(rows, cols, m as u128).unwrap(), want);
+        }
+    }
+}
+
+#[test]
+fn every_subset_of_4x4_in_every_mode() {
+    every_subset(4, 4);
+}
+
+#[test]
+fn every_subset_of_3x5_in_every_mode() {
+    every_subset(3, 5);
+}
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 17
+    }
+}
+
+#[test]
+fn random_positions_up_to_24_cells_in_every_mode() {
+    let mut rng = Lcg(2024);
+    let shapes = [(4, 6), (3, 8), (2, 12), (6, 4), (5, 4), (1, 24), (4, 5), (3, 7)];
+    let mut cases = Vec::new();
+    for i in 0..1200 {
+        let (r, c) = shapes[i % shapes.len()];
+        let density = 50 + rng.next() % 50; // percent of empty cells
+        let mut mask = 0u128;
+        for b in 0..r * c {
+            if rng.next() % 100 < density {
+                mask |= 1 << b;
+            }
+        }
+        cases.push((r, c, mask));
+    }
+    let mut memos: HashMap<(u32, u32), HashMap<u128, u8>> = HashMap::new();
+    let truth: Vec<u8> =
+        cases.iter().map(|&(r, c, m)| brute(m, r, c, memos.entry((r, c)).or_default())).collect();
+    for s in settings() {
+        let mut solver = solver(&s);
+        for (&(r, c, m), &want) in cases.iter().zip(&truth) {
+            check(&mut solver, &s, &Board::from_mask(r, c, m).unwrap(), want);
+        }
+    }
+}
+
+/// A region laid out in a 128-bit word even though it would fit 64 bits, to run the wide
+/// search path on positions the narrow path also solves.
+fn wide_region(board: &Board) -> AnyRegion {
+    let (h, w) = (board.rows(), board.cols());
+    AnyRegion::Wide(Region { bits: board.empty(), stride: w as u8, h: h as u8, w: w as u8 })
+}
+
+#[test]
+fn wide_path_agrees_with_narrow_path() {
+    let mut rng = Lcg(99);
+    let mut memo = HashMap::new();
+    let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+    let mut checked = 0;
+    for _ in 0..300 {
+        let mut mask = 0u128;
+        for b in 0..20 {
+            if rng.next() % 4 != 0 {
+                mask |= 1 << b;
+            }
+        }
+        // Full first and last rows and columns keep the box 4x5 and the set connected.
+        mask |= 0b11111 | 0b11111 << 15 | 1 | 1 << 5 | 1 << 10 | 1 << 15;
+        let board = Board::from_mask(4, 5, mask).unwrap();
+        let want = brute(mask, 4, 5, &mut memo);
+        assert_eq!(solver.nimber(wide_region(&board)).unwrap(), want, "{}", board.rows_string());
+        for k in 0..4 {
+            assert_eq!(solver.is_value(wide_region(&board), k).unwrap(), want == k);
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 300);
+}
+
+#[test]
+fn sparse_positions_beyond_64_cells() {
+    // 5x13 = 65 cells: a snake of empty cells spanning the whole box forces the 128-bit path.
+    let snake = [
+        ".............",
+        "############.",
+        ".............",
+        ".############",
+        ".............",
+    ];
+    let board = Board::from_rows(snake).unwrap();
+    assert_eq!(board.empty_count(), 41);
+    let mut rng = Lcg(5);
+    let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+    for _ in 0..40 {
+        // Fill random cells until about 26 remain empty.
+        let mut mask = board.empty();
+        while mask.count_ones() > 26 {
+            mask &= !(1u128 << (rng.next() % 65));
+        }
+        let b = Board::from_mask(5, 13, mask).unwrap();
+        let want = brute(mask, 5, 13, &mut HashMap::new());
+        assert_eq!(solver.solve(&b, Mode::Nimber).unwrap().nimber, Some(want), "{}", b.rows_string());
+    }
+    // The whole snake is a path of 41 cells, i.e. Dawson's Kayles on 41 cells... except that
+    // its turns are 2x2-free, so its value equals that of a 1x41 strip.
+    let strip = Board::parse("1x41").unwrap();
+    let a = solver.solve(&board, Mode::Nimber).unwrap().nimber;
+    let b = solver.solve(&strip, Mode::Nimber).unwrap().nimber;
+    assert_eq!(a, b);
+}
