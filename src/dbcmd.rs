@@ -84,12 +84,17 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
     let built = start.elapsed();
     let path = dir.join(db_file_name(board.rows(), board.cols()));
     db.save(&path).map_err(Failure::runtime)?;
-    println!("built {} in {:.2} s with {threads} threads, saved in {:.2} s", path.display(), built.as_secs_f64(), (start.elapsed() - built).as_secs_f64());
+    println!(
+        "built {} in {:.2} s with {threads} threads, saved in {:.2} s",
+        path.display(),
+        built.as_secs_f64(),
+        (start.elapsed() - built).as_secs_f64()
+    );
     print_header(&db);
     Ok(())
 }
 
-fn verify(file: &PathBuf, samples: u32) -> Result<(), Failure> {
+fn verify(file: &std::path::Path, samples: u32) -> Result<(), Failure> {
     let db = Database::load(file).map_err(Failure::database)?;
     println!("{}: header and checksum ok", file.display());
     let (rows, cols) = (db.rows(), db.cols());
@@ -101,7 +106,11 @@ fn verify(file: &PathBuf, samples: u32) -> Result<(), Failure> {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let mask = if i == 0 { (1u64 << cells) - 1 } else { seed & ((1u64 << cells) - 1) & (seed.rotate_left(23) | seed.rotate_left(41)) };
+        let mask = if i == 0 {
+            (1u64 << cells) - 1
+        } else {
+            seed & ((1u64 << cells) - 1) & (seed.rotate_left(23) | seed.rotate_left(41))
+        };
         let board = Board::from_mask(rows, cols, mask as u128).map_err(Failure::runtime)?;
         let searched = solver.solve(&board, Mode::Nimber).map_err(Failure::runtime)?.nimber.expect("nimber mode");
         let stored = db.value(mask);

@@ -227,7 +227,11 @@ pub fn analyze(solver: &mut Solver, board: &Board) -> Result<Vec<MoveRecord>, Fa
         let b = 127 - m.leading_zeros();
         let after = board.with_filled(m);
         let nimber = solver.solve(&after, Mode::Nimber).map_err(Failure::runtime)?.nimber.expect("nimber mode");
-        out.push(MoveRecord { cells: [[a / cols + 1, a % cols + 1], [b / cols + 1, b % cols + 1]], nimber, wins: nimber == 0 });
+        out.push(MoveRecord {
+            cells: [[a / cols + 1, a % cols + 1], [b / cols + 1, b % cols + 1]],
+            nimber,
+            wins: nimber == 0,
+        });
     }
     Ok(out)
 }

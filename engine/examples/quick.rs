@@ -8,5 +8,13 @@ fn main() {
     let mut s = Solver::new(&Config { pairing, ..Config::default() }, Arc::new(DbSet::default()));
     let t = std::time::Instant::now();
     let r = s.solve(&b, mode).unwrap();
-    println!("{} {:?} nodes={} t={:.3}s tt={:?} bytes={}", b, r, s.nodes(), t.elapsed().as_secs_f64(), s.table_stats(), s.table_bytes());
+    println!(
+        "{} {:?} nodes={} t={:.3}s tt={:?} bytes={}",
+        b,
+        r,
+        s.nodes(),
+        t.elapsed().as_secs_f64(),
+        s.table_stats(),
+        s.table_bytes()
+    );
 }

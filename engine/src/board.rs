@@ -20,7 +20,9 @@ pub struct Board {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BoardError {
     /// The text is neither `RxC` nor a rows string.
-    #[error("cannot read {0:?} as a board: expected RxC (e.g. 4x8) or rows of '.' and '#' joined by '/' (e.g. ..#/...)")]
+    #[error(
+        "cannot read {0:?} as a board: expected RxC (e.g. 4x8) or rows of '.' and '#' joined by '/' (e.g. ..#/...)"
+    )]
     Unrecognised(String),
     /// A rows string holds a character other than `.` and `#`.
     #[error("row {row} holds {ch:?}: only '.' (empty) and '#' (filled) are allowed")]

@@ -197,7 +197,7 @@ impl Database {
             return Err(bad(format!("format version {version}, this program reads version {VERSION}")));
         }
         let (rows, cols, bits_per_entry) = (u32_at(12), u32_at(16), u32_at(20));
-        let cells = rows.checked_mul(cols).unwrap_or(u32::MAX);
+        let cells = rows.saturating_mul(cols);
         if rows == 0 || cols == 0 || cells > MAX_DB_CELLS || !(bits_per_entry == 4 || bits_per_entry == 8) {
             return Err(bad(format!("impossible header: {rows}x{cols}, {bits_per_entry} bits per entry")));
         }

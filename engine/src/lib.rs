@@ -7,10 +7,10 @@
 //! no I/O besides reading and writing database files.
 
 pub mod bits;
-pub mod region;
 pub mod board;
 pub mod db;
 pub mod pairing;
+pub mod region;
 pub mod solver;
 pub mod table;
 

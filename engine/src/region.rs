@@ -338,7 +338,7 @@ mod tests {
             for _ in 0..200 {
                 let mut x = 0u128;
                 for i in 0..h * w {
-                    if lcg(&mut seed) % 3 != 0 {
+                    if !lcg(&mut seed).is_multiple_of(3) {
                         x |= 1 << i;
                     }
                 }

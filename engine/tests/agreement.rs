@@ -6,50 +6,8 @@ use cram_engine::{Board, Config, Database, DbSet, Mode, Solver};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Nimber of every subset of an R×C board, by the mex rule in increasing mask order.
-fn all_values(rows: u32, cols: u32) -> Vec<u8> {
-    let n = rows * cols;
-    let mut v = vec![0u8; 1 << n];
-    for m in 0..1u32 << n {
-        let mut seen = 0u64;
-        for i in 0..n {
-            if m >> i & 1 == 0 {
-                continue;
-            }
-            if i % cols + 1 < cols && m >> (i + 1) & 1 == 1 {
-                seen |= 1 << v[(m & !(3 << i)) as usize];
-            }
-            if i + cols < n && m >> (i + cols) & 1 == 1 {
-                seen |= 1 << v[(m & !(1 << i | 1 << (i + cols))) as usize];
-            }
-        }
-        v[m as usize] = (!seen).trailing_zeros() as u8;
-    }
-    v
-}
-
-/// Nimber of one position by memoised recursion over masks of any board up to 128 cells.
-fn brute(mask: u128, rows: u32, cols: u32, memo: &mut HashMap<u128, u8>) -> u8 {
-    if let Some(&v) = memo.get(&mask) {
-        return v;
-    }
-    let n = rows * cols;
-    let mut seen = 0u64;
-    for i in 0..n {
-        if mask >> i & 1 == 0 {
-            continue;
-        }
-        if i % cols + 1 < cols && mask >> (i + 1) & 1 == 1 {
-            seen |= 1 << brute(mask & !(3 << i), rows, cols, memo);
-        }
-        if i + cols < n && mask >> (i + cols) & 1 == 1 {
-            seen |= 1 << brute(mask & !(1 << i | 1 << (i + cols)), rows, cols, memo);
-        }
-    }
-    let v = (!seen).trailing_zeros() as u8;
-    memo.insert(mask, v);
-    v
-}
+mod common;
+use common::{all_values, brute, Lcg};
 
 struct Setting {
     name: &'static str,
@@ -119,15 +77,6 @@ fn every_subset_of_3x5_in_every_mode() {
     every_subset(3, 5);
 }
 
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 17
-    }
-}
-
 #[test]
 fn random_positions_up_to_24_cells_in_every_mode() {
     let mut rng = Lcg(2024);
@@ -145,8 +94,7 @@ fn random_positions_up_to_24_cells_in_every_mode() {
         cases.push((r, c, mask));
     }
     let mut memos: HashMap<(u32, u32), HashMap<u128, u8>> = HashMap::new();
-    let truth: Vec<u8> =
-        cases.iter().map(|&(r, c, m)| brute(m, r, c, memos.entry((r, c)).or_default())).collect();
+    let truth: Vec<u8> = cases.iter().map(|&(r, c, m)| brute(m, r, c, memos.entry((r, c)).or_default())).collect();
     for s in settings() {
         let mut solver = solver(&s);
         for (&(r, c, m), &want) in cases.iter().zip(&truth) {
@@ -171,7 +119,7 @@ fn wide_path_agrees_with_narrow_path() {
     for _ in 0..300 {
         let mut mask = 0u128;
         for b in 0..20 {
-            if rng.next() % 4 != 0 {
+            if !rng.next().is_multiple_of(4) {
                 mask |= 1 << b;
             }
         }
@@ -191,13 +139,7 @@ fn wide_path_agrees_with_narrow_path() {
 #[test]
 fn sparse_positions_beyond_64_cells() {
     // 5x13 = 65 cells: a snake of empty cells spanning the whole box forces the 128-bit path.
-    let snake = [
-        ".............",
-        "############.",
-        ".............",
-        ".############",
-        ".............",
-    ];
+    let snake = [".............", "############.", ".............", ".############", "............."];
     let board = Board::from_rows(snake).unwrap();
     assert_eq!(board.empty_count(), 41);
     let mut rng = Lcg(5);

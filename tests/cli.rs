@@ -1,0 +1,213 @@
+//! End-to-end tests of the `cram` binary: real processes, real files, exit codes.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn cram(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cram")).args(args).env_remove("CRAM_DB_DIR").output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cram-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    stdout(o).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn solve_prints_outcome_and_nimber() {
+    let o = cram(&["solve", "3x6", "4x4", "..#/..."]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("3x6: first player wins, nimber *4"), "{out}");
+    assert!(out.contains("4x4: second player wins, nimber *0"), "{out}");
+    assert!(out.contains("..#/...: second player wins, nimber *0"), "{out}");
+}
+
+#[test]
+fn json_has_the_documented_fields() {
+    let o = cram(&["solve", "3x5", "2x4", "--json"]);
+    assert!(o.status.success());
+    let v = json_lines(&o);
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[0]["spec"], "3x5");
+    assert_eq!((v[0]["rows"].as_u64(), v[0]["cols"].as_u64(), v[0]["empty"].as_u64()), (Some(3), Some(5), Some(15)));
+    assert_eq!(v[0]["outcome"], "first");
+    assert_eq!(v[0]["nimber"], 1);
+    assert!(v[0]["nodes"].is_u64() && v[0]["millis"].is_u64());
+    assert_eq!(v[1]["outcome"], "second");
+    assert_eq!(v[1]["nimber"], 0);
+}
+
+#[test]
+fn outcome_only_leaves_first_player_wins_without_nimber() {
+    let o = cram(&["solve", "3x6", "5x5", "--json", "--outcome-only", "--no-pairing"]);
+    let v = json_lines(&o);
+    assert_eq!(v[0]["outcome"], "first");
+    assert!(v[0]["nimber"].is_null());
+    assert_eq!(v[1]["outcome"], "second");
+    assert_eq!(v[1]["nimber"], 0);
+}
+
+#[test]
+fn bad_input_exits_2_with_a_reason() {
+    for (spec, why) in [
+        ("9x15", "at most 128"),
+        ("0x4", "no cells"),
+        ("../.", "row 2 has 1 cells"),
+        ("..a/...", "only '.' (empty) and '#'"),
+        ("banana", "cannot read"),
+        ("@/nonexistent/board.txt", "No such file"),
+    ] {
+        let o = cram(&["solve", spec]);
+        assert_eq!(o.status.code(), Some(2), "{spec}");
+        assert!(stderr(&o).contains(why), "{spec}: {}", stderr(&o));
+        assert_eq!(stderr(&o).matches("cram: error").count(), 1, "{}", stderr(&o));
+    }
+    let o = cram(&["solve", "--tt-mb", "0", "3x3"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn board_files_and_batches() {
+    let dir = scratch("batch");
+    let board = dir.join("board.txt");
+    std::fs::write(&board, "..#.\n....\n....\n\n").unwrap();
+    let at = format!("@{}", board.display());
+    let o = cram(&["solve", &at, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json_lines(&o)[0]["empty"], 11);
+
+    let batch = dir.join("batch.txt");
+    std::fs::write(&batch, "; a comment\n3x4\n\n#.../....\n2x5\n").unwrap();
+    let o = cram(&["solve", "--batch", batch.to_str().unwrap(), "--json"]);
+    let v = json_lines(&o);
+    let specs: Vec<&str> = v.iter().map(|x| x["spec"].as_str().unwrap()).collect();
+    assert_eq!(specs, ["3x4", "#.../....", "2x5"]);
+    assert_eq!(v[0]["nimber"], 1);
+    assert_eq!(v[2]["nimber"], 1);
+
+    // From standard input, with one bad line reported in place.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cram"))
+        .args(["solve", "--batch", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"2x2\nnonsense\n1x6\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let v = json_lines(&o);
+    assert_eq!(v.len(), 3);
+    assert_eq!(v[0]["nimber"], 0);
+    assert!(v[1]["error"].as_str().unwrap().contains("nonsense"));
+    assert_eq!(v[2]["nimber"], 3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn analyze_lists_moves_consistent_with_solve() {
+    let o = cram(&["analyze", "3x4", "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["nimber"], 1);
+    let moves = v["moves"].as_array().unwrap();
+    assert_eq!(moves.len(), 17);
+    for m in moves {
+        let n = m["nimber"].as_u64().unwrap();
+        assert_eq!(m["wins"].as_bool().unwrap(), n == 0);
+        // Play the move on the board and solve it separately.
+        let mut rows = vec![vec!['.'; 4]; 3];
+        for cell in m["cells"].as_array().unwrap() {
+            let (r, c) = (cell[0].as_u64().unwrap() as usize, cell[1].as_u64().unwrap() as usize);
+            rows[r - 1][c - 1] = '#';
+        }
+        let spec: Vec<String> = rows.iter().map(|r| r.iter().collect()).collect();
+        let s = cram(&["solve", &spec.join("/"), "--json"]);
+        assert_eq!(json_lines(&s)[0]["nimber"].as_u64(), Some(n));
+    }
+    assert!(stdout(&cram(&["analyze", "2x3"])).contains("winning"));
+}
+
+#[test]
+fn databases_build_inspect_verify_use_and_refuse() {
+    let dir = scratch("db");
+    let d = dir.to_str().unwrap();
+    let o = cram(&["db", "build", "3x4", "--out", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let file = dir.join("cram-3x4.cramdb");
+    let f = file.to_str().unwrap();
+    let info = stdout(&cram(&["db", "info", f]));
+    assert!(info.contains("3x4") && info.contains("4096") || info.contains("4,096"), "{info}");
+    assert!(info.contains("largest nimber   4"), "{info}");
+    let v = cram(&["db", "verify", f, "--samples", "300"]);
+    assert!(v.status.success() && stdout(&v).contains("300 sampled entries agree"), "{}", stdout(&v));
+
+    // Solving with and without the database agrees, and the database saves search.
+    let with = json_lines(&cram(&["solve", "4x5", "--db-dir", d, "--json"]));
+    let without = json_lines(&cram(&["solve", "4x5", "--no-db", "--json"]));
+    assert_eq!(with[0]["nimber"], without[0]["nimber"]);
+    assert!(with[0]["nodes"].as_u64() < without[0]["nodes"].as_u64());
+    // CRAM_DB_DIR is the default directory.
+    let env = Command::new(env!("CARGO_BIN_EXE_cram"))
+        .args(["solve", "3x4", "--json"])
+        .env("CRAM_DB_DIR", d)
+        .output()
+        .unwrap();
+    assert_eq!(json_lines(&env)[0]["nodes"], 0);
+
+    // A corrupt database is refused with exit code 3, naming the file.
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&file, &bytes).unwrap();
+    for args in [vec!["solve", "3x4", "--db-dir", d], vec!["db", "verify", f], vec!["db", "info", f]] {
+        let o = cram(&args);
+        assert_eq!(o.status.code(), Some(3), "{args:?}");
+        assert!(stderr(&o).contains("cram-3x4.cramdb") && stderr(&o).contains("checksum"), "{}", stderr(&o));
+    }
+    // An explicit database directory that does not exist is an error, not silence.
+    let o = cram(&["solve", "3x4", "--db-dir", "/nonexistent/dbs"]);
+    assert_eq!(o.status.code(), Some(3));
+    // Impossible sizes.
+    assert_eq!(cram(&["db", "build", "6x6", "--out", d]).status.code(), Some(2));
+    assert_eq!(cram(&["db", "build", "..#", "--out", d]).status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn help_is_available_for_every_command() {
+    for cmd in [
+        vec!["--help"],
+        vec!["solve", "--help"],
+        vec!["analyze", "--help"],
+        vec!["db", "--help"],
+        vec!["db", "build", "--help"],
+        vec!["bench", "--help"],
+    ] {
+        let o = cram(&cmd);
+        assert!(o.status.success(), "{cmd:?}");
+        assert!(stdout(&o).contains("Usage"), "{cmd:?}");
+    }
+}
+
+#[test]
+fn bench_prints_a_table() {
+    let o = cram(&["bench", "--boards", "3x5,2x6", "--timeout-secs", "60"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("| 3x5 | *1 |") && out.contains("| 2x6 | *0 |"), "{out}");
+}
