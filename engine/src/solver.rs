@@ -13,7 +13,7 @@ use crate::bits::Bits;
 use crate::board::Board;
 use crate::db::DbSet;
 use crate::pairing::half_turn_certificate;
-use crate::region::{for_each_component, normalize, AnyRegion, Region};
+use crate::region::{for_each_component, normalize, stays_connected, AnyRegion, Region};
 use crate::table::{Bounds, Table, TableStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -228,6 +228,7 @@ impl Solver {
 
     /// The value of a region when it costs no search: small, paired, in a database or
     /// known exactly to the table.
+    #[inline(never)]
     fn known<B: Word>(&self, r: &Region<B>) -> Option<u8> {
         match r.cells() {
             0 | 1 => return Some(0),
@@ -383,6 +384,7 @@ impl Solver {
         let s = r.stride as u32;
         let (hor, ver) = r.moves();
         f.bound = (hor.count() + ver.count()).min(r.cells() / 2).min(255) as u8;
+        let (h, w) = (r.h as u32, r.w as u32);
         for (mut starts, step) in [(ver, s), (hor, 1)] {
             while !starts.is_empty() {
                 let i = starts.lowest();
@@ -390,7 +392,7 @@ impl Solver {
                 let rest = r.bits ^ B::bit(i) ^ B::bit(i + step);
                 let start = f.comps.len();
                 let mut xor = 0u8;
-                for_each_component(rest, s, |c| match c.count() {
+                let mut add = |c: B| match c.count() {
                     0 | 1 => {}
                     2 | 3 => xor ^= 1,
                     _ => {
@@ -398,10 +400,20 @@ impl Solver {
                         self.prefetch(&p);
                         f.comps.push(p);
                     }
-                });
+                };
+                if stays_connected(r.bits, i, s, h, w, step == s) {
+                    add(rest);
+                } else {
+                    for_each_component(rest, s, add);
+                }
                 let len = cancel_pairs(&mut f.comps[start..]);
                 f.comps.truncate(start + len);
-                f.children.push(Child { start: start as u32, len: len as u32, xor, cost: 0, done: false });
+                // Tie-break between options of equal cost: moves nearer the centre first
+                // (squared distance, in half-cells, of the domino's centre from the box's).
+                let dr = (i / s * 2 + (step == s) as u32) as i32 + 1 - h as i32;
+                let dc = (i % s * 2 + (step == 1) as u32) as i32 + 1 - w as i32;
+                let centre = (dr * dr + dc * dc) as u32;
+                f.children.push(Child { start: start as u32, len: len as u32, xor, cost: centre, done: false });
             }
         }
         // Second pass: settle known regions, compacting the unknown ones in place.
@@ -428,7 +440,8 @@ impl Solver {
             }
             let parts = &mut f.comps[start..out];
             parts.sort_unstable_by_key(|p| std::cmp::Reverse(p.cells()));
-            c.cost = parts.iter().map(|p| p.cells() * p.cells()).sum();
+            // Smaller regions first (sum of squared sizes); splitting moves come early.
+            c.cost += parts.iter().map(|p| p.cells() * p.cells()).sum::<u32>() << 17;
             c.start = start as u32;
             c.len = (out - start) as u32;
             f.children[kept] = c;

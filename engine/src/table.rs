@@ -84,11 +84,6 @@ struct Slot<B: Bits> {
     excluded: u32,
 }
 
-/// Bytes used per slot, for sizing against a memory budget.
-pub fn slot_bytes<B: Bits>() -> usize {
-    std::mem::size_of::<Slot<B>>()
-}
-
 /// Counters of table use, for reports.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct TableStats {
@@ -99,27 +94,32 @@ pub struct TableStats {
 }
 
 const BUCKET: usize = 4;
-const INITIAL_SLOTS: usize = 1 << 12;
+const INITIAL_BUCKETS: usize = 1 << 10;
+
+/// Four slots on one cache line (two for the 128-bit table), so a lookup touches one line.
+#[derive(Clone, Copy, Default)]
+#[repr(align(64))]
+struct Bucket<B: Bits>([Slot<B>; BUCKET]);
 
 /// A bounded hash table from canonical regions to [`Bounds`].
 pub struct Table<B: Bits> {
-    slots: Vec<Slot<B>>,
-    max_slots: usize,
+    buckets: Vec<Bucket<B>>,
+    max_buckets: usize,
     stats: TableStats,
 }
 
 impl<B: Bits> Table<B> {
     /// A table that will grow to at most `budget_bytes` of memory.
     pub fn new(budget_bytes: usize) -> Table<B> {
-        let fit = (budget_bytes / slot_bytes::<B>()).max(BUCKET);
-        let max_slots = if fit.is_power_of_two() { fit } else { fit.next_power_of_two() / 2 };
-        let slots = vec![Slot::default(); INITIAL_SLOTS.min(max_slots)];
-        Table { slots, max_slots, stats: TableStats::default() }
+        let fit = (budget_bytes / std::mem::size_of::<Bucket<B>>()).max(1);
+        let max_buckets = if fit.is_power_of_two() { fit } else { fit.next_power_of_two() / 2 };
+        let buckets = vec![Bucket::default(); INITIAL_BUCKETS.min(max_buckets)];
+        Table { buckets, max_buckets, stats: TableStats::default() }
     }
 
     /// Bytes allocated now.
     pub fn allocated_bytes(&self) -> usize {
-        self.slots.len() * slot_bytes::<B>()
+        self.buckets.len() * std::mem::size_of::<Bucket<B>>()
     }
 
     /// Use counters.
@@ -130,7 +130,7 @@ impl<B: Bits> Table<B> {
     #[inline]
     fn bucket(&self, key: B, stride: u8) -> usize {
         let h = key.mix() ^ (stride as u64).wrapping_mul(0x2545_F491_4F6C_DD1D);
-        (h as usize) & (self.slots.len() - BUCKET)
+        (h as usize) & (self.buckets.len() - 1)
     }
 
     /// Hints the processor to fetch the bucket of `(key, stride)`, so that a batch of
@@ -139,11 +139,11 @@ impl<B: Bits> Table<B> {
     pub fn prefetch(&self, key: B, stride: u8) {
         let b = self.bucket(key, stride);
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is only a hint; it never faults, even on an invalid address,
-        // and the address here is inside the slot vector.
+        // SAFETY: a prefetch is only a hint; it never faults, and the address is inside
+        // the bucket vector.
         unsafe {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.slots.as_ptr().add(b) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(self.buckets.as_ptr().add(b) as *const i8);
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = b;
@@ -153,7 +153,8 @@ impl<B: Bits> Table<B> {
     #[inline]
     pub fn get(&self, key: B, stride: u8) -> Option<Bounds> {
         let b = self.bucket(key, stride);
-        self.slots[b..b + BUCKET]
+        self.buckets[b]
+            .0
             .iter()
             .find(|s| s.key == key && s.stride == stride)
             .map(|s| Bounds { excluded: s.excluded, upper: s.upper })
@@ -163,7 +164,7 @@ impl<B: Bits> Table<B> {
     pub fn put(&mut self, key: B, stride: u8, bounds: Bounds, nodes: u64) {
         let work = (64 - nodes.leading_zeros()) as u8;
         let b = self.bucket(key, stride);
-        let bucket = &mut self.slots[b..b + BUCKET];
+        let bucket = &mut self.buckets[b].0;
         if let Some(s) = bucket.iter_mut().find(|s| s.key == key && s.stride == stride) {
             let m = Bounds { excluded: s.excluded, upper: s.upper }.merge(bounds);
             s.excluded = m.excluded;
@@ -175,18 +176,15 @@ impl<B: Bits> Table<B> {
         if let Some(s) = bucket.iter_mut().find(|s| s.key.is_empty()) {
             *s = new;
             self.stats.entries += 1;
-            let len = self.slots.len();
-            if self.stats.entries as usize * 2 > len && len < self.max_slots {
-                self.grow();
-            }
             return;
         }
-        if self.slots.len() < self.max_slots && self.stats.entries as usize * 4 > self.slots.len() {
+        // Full bucket: grow while under budget and at least half full, else replace.
+        let len = self.buckets.len();
+        if len < self.max_buckets && self.stats.entries as usize * 2 > len * BUCKET {
             self.grow();
             return self.put(key, stride, bounds, nodes);
         }
-        let bucket = &mut self.slots[b..b + BUCKET];
-        let victim = bucket.iter_mut().min_by_key(|s| s.work).expect("bucket is never empty");
+        let victim = self.buckets[b].0.iter_mut().min_by_key(|s| s.work).expect("buckets are not empty");
         if victim.work <= work {
             *victim = new;
             self.stats.replaced += 1;
@@ -194,13 +192,13 @@ impl<B: Bits> Table<B> {
     }
 
     fn grow(&mut self) {
-        let bigger = vec![Slot::default(); self.slots.len() * 2];
-        let old = std::mem::replace(&mut self.slots, bigger);
+        let bigger = vec![Bucket::default(); self.buckets.len() * 2];
+        let old = std::mem::replace(&mut self.buckets, bigger);
         self.stats.entries = 0;
-        for s in old.into_iter().filter(|s| !s.key.is_empty()) {
+        for s in old.iter().flat_map(|b| b.0.iter()).filter(|s| !s.key.is_empty()) {
             let b = self.bucket(s.key, s.stride);
-            if let Some(free) = self.slots[b..b + BUCKET].iter_mut().find(|x| x.key.is_empty()) {
-                *free = s;
+            if let Some(free) = self.buckets[b].0.iter_mut().find(|x| x.key.is_empty()) {
+                *free = *s;
                 self.stats.entries += 1;
             }
         }
@@ -208,7 +206,7 @@ impl<B: Bits> Table<B> {
 
     /// Forgets everything.
     pub fn clear(&mut self) {
-        self.slots = vec![Slot::default(); INITIAL_SLOTS.min(self.max_slots)];
+        self.buckets = vec![Bucket::default(); INITIAL_BUCKETS.min(self.max_buckets)];
         self.stats = TableStats::default();
     }
 }
