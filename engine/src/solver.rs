@@ -298,12 +298,23 @@ impl Solver {
     }
 
     /// Decides `g = n` for an expanded node whose facts so far are `b`, updating `b`.
+    ///
+    /// An option of value n is looked for first: a query is usually asked of an option
+    /// its parent expects not to have the value, and one such option settles that at once.
+    /// Only when none has it are the values below n looked for.
     fn decide(&mut self, f: &mut Frame, b: &mut Bounds, n: u8) -> Res<bool> {
         if b.rules_out(n) || f.present >> n & 1 == 1 {
             b.exclude(n);
             return Ok(false);
         }
-        // Every value below n must appear among the options.
+        if b.upper > n {
+            if self.find_child(f, n)? {
+                b.exclude(n);
+                return Ok(false);
+            }
+            b.upper = n;
+        }
+        // Now g ≤ n; g = n iff every value below n appears among the options.
         for k in b.floor()..n {
             if f.present >> k & 1 == 1 || b.rules_out(k) {
                 continue;
@@ -312,11 +323,6 @@ impl Solver {
                 *b = Bounds::exact(k);
                 return Ok(false);
             }
-        }
-        // Options settled while looking for smaller values may already show n.
-        if b.upper > n && (f.present >> n & 1 == 1 || self.find_child(f, n)?) {
-            *b = b.merge(Bounds { excluded: low_bits(n as u32 + 1), upper: u8::MAX });
-            return Ok(false);
         }
         *b = Bounds::exact(n);
         Ok(true)
