@@ -151,20 +151,49 @@ pub struct StrideMasks<B> {
     pub not_first: B,
 }
 
-fn build_masks<B: Bits>() -> Vec<StrideMasks<B>> {
-    (0..=B::BITS)
-        .map(|s| {
-            if s == 0 {
-                StrideMasks { not_last: B::ZERO, not_first: B::ZERO }
-            } else {
-                StrideMasks { not_last: !col_mask::<B>(s, s - 1), not_first: !col_mask::<B>(s, 0) }
+macro_rules! const_masks {
+    ($name:ident, $t:ty) => {
+        /// Column masks for every stride, computed at compile time.
+        static $name: [StrideMasks<$t>; <$t>::BITS as usize + 1] = {
+            let mut out = [StrideMasks { not_last: 0, not_first: 0 }; <$t>::BITS as usize + 1];
+            let mut s = 1;
+            while s <= <$t>::BITS {
+                let (mut first, mut last) = (0 as $t, 0 as $t);
+                let mut i = 0;
+                while i < <$t>::BITS {
+                    first |= 1 << i;
+                    if i + s - 1 < <$t>::BITS {
+                        last |= 1 << (i + s - 1);
+                    }
+                    i += s;
+                }
+                out[s as usize] = StrideMasks { not_last: !last, not_first: !first };
+                s += 1;
             }
-        })
-        .collect()
+            out
+        };
+    };
 }
 
-static MASKS64: std::sync::LazyLock<Vec<StrideMasks<u64>>> = std::sync::LazyLock::new(build_masks);
-static MASKS128: std::sync::LazyLock<Vec<StrideMasks<u128>>> = std::sync::LazyLock::new(build_masks);
+const_masks!(MASKS64, u64);
+const_masks!(MASKS128, u128);
+
+/// Row of cell `i` in rows of `s` cells, for `i < 256`, without a division instruction.
+#[inline]
+pub fn row_of(i: u32, s: u32) -> u32 {
+    (i * RECIPROCAL[s as usize]) >> 24
+}
+
+/// `ceil(2^24 / s)`: multiplying by it and shifting divides exactly for `i < 256`.
+static RECIPROCAL: [u32; 129] = {
+    let mut out = [0u32; 129];
+    let mut s = 1;
+    while s <= 128 {
+        out[s] = (1u32 << 24).div_ceil(s as u32);
+        s += 1;
+    }
+    out
+};
 
 #[cfg(test)]
 mod tests {
@@ -177,6 +206,17 @@ mod tests {
         assert_eq!(u64::masks(8).not_first, 0xfefe_fefe_fefe_fefe);
         assert_eq!(<u64 as Bits>::low_mask(64), u64::MAX);
         assert_eq!(<u128 as Bits>::low_mask(3), 7);
+        assert_eq!(u128::masks(3).not_last & 0b111_111, 0b011_011);
+        for s in 1..=64u32 {
+            assert_eq!(u64::masks(s).not_first, !col_mask::<u64>(s, 0));
+            assert_eq!(u64::masks(s).not_last, !col_mask::<u64>(s, s - 1));
+        }
+        for s in 1..=128u32 {
+            assert_eq!(u128::masks(s).not_last, !col_mask::<u128>(s, s - 1));
+            for i in 0..256 {
+                assert_eq!(row_of(i, s), i / s, "{i} / {s}");
+            }
+        }
         assert_eq!(0b1010u64.lowest(), 1);
         assert_eq!(0b1010u64.highest(), 3);
         assert_eq!(0b1010u128.lowest_bit(), 2);

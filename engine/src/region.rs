@@ -7,7 +7,7 @@
 //! a `u128`. The canonical form is the least encoding over the symmetries, so two regions
 //! that are congruent have equal `(bits, stride)` keys.
 
-use crate::bits::Bits;
+use crate::bits::{row_of, Bits};
 
 /// A connected region in canonical form (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
@@ -119,62 +119,70 @@ const TOUCH_V: u32 = 0b11_0101_1010;
 
 /// For each pattern of empty ring cells: true when every ring cell that touches the domino
 /// lies on one arc of empty ring cells, so removing the domino cannot disconnect its region.
-fn ring_table(touch: u32) -> [bool; 1024] {
+const fn ring_table(touch: u32) -> [bool; 1024] {
     let mut t = [false; 1024];
-    for (p, safe) in t.iter_mut().enumerate() {
-        let p = p as u32;
+    let mut p = 0u32;
+    while p < 1024 {
         if p == 1023 {
-            *safe = true;
-            continue;
-        }
-        // Rotate so that bit 0 starts an arc boundary (an empty-of-cells position).
-        let gap = (!p & 1023).trailing_zeros();
-        let (mut arcs, mut in_arc, mut arc_touches) = (0, false, false);
-        for k in 1..=10 {
-            let j = (gap + k) % 10;
-            if p >> j & 1 == 1 {
-                in_arc = true;
-                arc_touches |= touch >> j & 1 == 1;
-            } else if in_arc {
-                arcs += arc_touches as u32;
-                in_arc = false;
-                arc_touches = false;
+            t[p as usize] = true;
+        } else {
+            // Start just after an empty ring position, so arcs do not wrap around.
+            let gap = (!p & 1023).trailing_zeros();
+            let (mut arcs, mut in_arc, mut arc_touches) = (0, false, false);
+            let mut k = 1;
+            while k <= 10 {
+                let j = (gap + k) % 10;
+                if p >> j & 1 == 1 {
+                    in_arc = true;
+                    arc_touches |= touch >> j & 1 == 1;
+                } else if in_arc {
+                    arcs += arc_touches as u32;
+                    in_arc = false;
+                    arc_touches = false;
+                }
+                k += 1;
             }
+            t[p as usize] = arcs <= 1;
         }
-        *safe = arcs <= 1;
+        p += 1;
     }
     t
 }
 
-static RING_SAFE: std::sync::LazyLock<[[bool; 1024]; 2]> =
-    std::sync::LazyLock::new(|| [ring_table(TOUCH_H), ring_table(TOUCH_V)]);
+static RING_SAFE: [[bool; 1024]; 2] = [ring_table(TOUCH_H), ring_table(TOUCH_V)];
 
 /// The ring tables re-indexed by the bits read straight off the board: for a horizontal
 /// domino, 4 bits of the row above (columns c-1..c+2), the cells left and right of it, and
 /// 4 bits of the row below; for a vertical one, 3 bits above, left/right of each of its
 /// cells, and 3 bits below.
-static WINDOW_SAFE: std::sync::LazyLock<[[bool; 1024]; 2]> = std::sync::LazyLock::new(|| {
-    let (h, v) = (ring_table(TOUCH_H), ring_table(TOUCH_V));
+static WINDOW_SAFE: [[bool; 1024]; 2] = {
     let mut out = [[false; 1024]; 2];
-    for idx in 0..1024usize {
-        let b = |k: usize| idx >> k & 1;
+    let mut idx = 0usize;
+    while idx < 1024 {
         // Horizontal: idx = top[0..4] | left << 4 | right << 5 | bottom[0..4] << 6.
-        let ring_h = [b(0), b(1), b(2), b(3), b(5), b(9), b(8), b(7), b(6), b(4)];
+        const FROM_H: [usize; 10] = [0, 1, 2, 3, 5, 9, 8, 7, 6, 4];
         // Vertical: idx = top[0..3] | (left0, right0) << 3 | (left1, right1) << 5 | bottom[0..3] << 7.
-        let ring_v = [b(0), b(1), b(2), b(4), b(6), b(9), b(8), b(7), b(5), b(3)];
-        let pat = |r: [usize; 10]| r.iter().enumerate().fold(0, |p, (k, &x)| p | x << k);
-        out[0][idx] = h[pat(ring_h)];
-        out[1][idx] = v[pat(ring_v)];
+        const FROM_V: [usize; 10] = [0, 1, 2, 4, 6, 9, 8, 7, 5, 3];
+        let (mut ph, mut pv, mut k) = (0, 0, 0);
+        while k < 10 {
+            ph |= (idx >> FROM_H[k] & 1) << k;
+            pv |= (idx >> FROM_V[k] & 1) << k;
+            k += 1;
+        }
+        out[0][idx] = RING_SAFE[0][ph];
+        out[1][idx] = RING_SAFE[1][pv];
+        idx += 1;
     }
     out
-});
+};
 
 /// True when removing the domino at cell `i` (`vertical`: cells i, i+s; else i, i+1) from
 /// the connected region `e` (an `h`×`w` box with row stride `s`) certainly leaves it
 /// connected: a local test that spares the flood fill in the common case.
 #[inline]
 pub fn stays_connected<B: Bits>(e: B, i: u32, s: u32, h: u32, w: u32, vertical: bool) -> bool {
-    let c = i % s;
+    let r = row_of(i, s);
+    let c = i - r * s;
     if B::BITS == 64 {
         // Widen so that the cell up-left of the domino lands at bit 0 without overflow.
         let x = (e.to_u128() << (s + 1)) >> i;
@@ -194,7 +202,7 @@ pub fn stays_connected<B: Bits>(e: B, i: u32, s: u32, h: u32, w: u32, vertical: 
             WINDOW_SAFE[0][idx]
         }
     } else {
-        let r = (i / s) as i32;
+        let r = r as i32;
         let ring = if vertical { &RING_V } else { &RING_H };
         let mut p = 0usize;
         for (k, &(dr, dc)) in ring.iter().enumerate() {
@@ -361,8 +369,8 @@ pub fn normalize<B: Bits>(c: B, s: u32) -> AnyRegion {
     if s == 8 && B::BITS == 64 {
         return AnyRegion::Narrow(canonical8(c.to_u128() as u64));
     }
-    let lo_row = c.lowest() / s;
-    let hi_row = c.highest() / s;
+    let lo_row = row_of(c.lowest(), s);
+    let hi_row = row_of(c.highest(), s);
     let row = B::low_mask(s);
     let mut occ = B::ZERO;
     for r in lo_row..=hi_row {

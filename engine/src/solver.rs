@@ -9,7 +9,7 @@
 //! as refined by Beling. Options whose regions are all known (trivial, paired, in a database
 //! or in the table) are settled before any search, and the rest are searched smallest first.
 
-use crate::bits::Bits;
+use crate::bits::{row_of, Bits};
 use crate::board::Board;
 use crate::db::DbSet;
 use crate::pairing::half_turn_certificate;
@@ -74,6 +74,8 @@ struct Frame {
     present: u64,
     /// An upper bound on the node's nimber (moves available, half the cells).
     bound: u8,
+    /// Expansion stopped early at an option of the value asked for.
+    hit: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -262,7 +264,7 @@ impl Solver {
         }
         let since = self.nodes;
         let mut b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
-        let mut f = self.expand(&r)?;
+        let mut f = self.expand(&r, None)?;
         b.upper = b.upper.min(f.bound);
         // Invariant: every value below k appears among the options.
         let mut k = b.floor();
@@ -288,9 +290,14 @@ impl Solver {
             return Ok(false);
         }
         let since = self.nodes;
-        let mut f = self.expand(&r)?;
+        let mut f = self.expand(&r, Some(n))?;
         b.upper = b.upper.min(f.bound);
-        let answer = self.decide(&mut f, &mut b, n);
+        let answer = if f.hit {
+            b.exclude(n);
+            Ok(false)
+        } else {
+            self.decide(&mut f, &mut b, n)
+        };
         self.pool.push(f);
         let answer = answer?;
         self.store(&r, b, since);
@@ -377,24 +384,36 @@ impl Solver {
         Ok(())
     }
 
-    /// Generates the options of a region and settles those that need no search.
+    /// Generates the options of a region and settles those that need no search. With
+    /// `stop = Some(v)`, returns as soon as an option is known to have value v (`f.hit`).
     ///
-    /// Two passes: the first splits every option into canonical regions and prefetches their
-    /// table buckets, the second looks them up, so the cache misses overlap.
-    fn expand<B: Word>(&mut self, r: &Region<B>) -> Res<Frame> {
+    /// Options go in batches: each batch is split into canonical regions with their table
+    /// buckets prefetched, then looked up, so the cache misses overlap.
+    fn expand<B: Word>(&mut self, r: &Region<B>, stop: Option<u8>) -> Res<Frame> {
+        const BATCH: usize = 8;
         self.tick()?;
         let mut f = self.pool.pop().unwrap_or_default();
         f.comps.clear();
         f.children.clear();
         f.present = 0;
+        f.hit = false;
         let s = r.stride as u32;
         let (hor, ver) = r.moves();
         f.bound = (hor.count() + ver.count()).min(r.cells() / 2).min(255) as u8;
         let (h, w) = (r.h as u32, r.w as u32);
-        for (mut starts, step) in [(ver, s), (hor, 1)] {
-            while !starts.is_empty() {
-                let i = starts.lowest();
-                starts ^= B::bit(i);
+        let mut pending = [(ver, s), (hor, 1)];
+        let mut kind = 0;
+        while kind < 2 {
+            // First pass over a batch: regions of each option, buckets prefetched.
+            let first = f.children.len();
+            while f.children.len() - first < BATCH && kind < 2 {
+                let (starts, step) = &mut pending[kind];
+                if starts.is_empty() {
+                    kind += 1;
+                    continue;
+                }
+                let (i, step) = (starts.lowest(), *step);
+                *starts ^= B::bit(i);
                 let rest = r.bits ^ B::bit(i) ^ B::bit(i + step);
                 let start = f.comps.len();
                 let mut xor = 0u8;
@@ -412,50 +431,58 @@ impl Solver {
                 } else {
                     for_each_component(rest, s, add);
                 }
-                let len = cancel_pairs(&mut f.comps[start..]);
+                let len =
+                    if f.comps.len() - start > 1 { cancel_pairs(&mut f.comps[start..]) } else { f.comps.len() - start };
                 f.comps.truncate(start + len);
                 // Tie-break between options of equal cost: moves nearer the centre first
                 // (squared distance, in half-cells, of the domino's centre from the box's).
-                let dr = (i / s * 2 + (step == s) as u32) as i32 + 1 - h as i32;
-                let dc = (i % s * 2 + (step == 1) as u32) as i32 + 1 - w as i32;
+                let row = row_of(i, s);
+                let dr = (row * 2 + (step == s) as u32) as i32 + 1 - h as i32;
+                let dc = ((i - row * s) * 2 + (step == 1) as u32) as i32 + 1 - w as i32;
                 let centre = (dr * dr + dc * dc) as u32;
                 f.children.push(Child { start: start as u32, len: len as u32, xor, cost: centre, done: false });
             }
-        }
-        // Second pass: settle known regions, compacting the unknown ones in place.
-        let mut out = 0usize;
-        let mut kept = 0usize;
-        for ci in 0..f.children.len() {
-            let mut c = f.children[ci];
-            let start = out;
-            for j in c.start as usize..(c.start + c.len) as usize {
-                let p = f.comps[j];
-                match self.known_any(&p) {
-                    Some(v) => c.xor ^= v,
-                    None => {
-                        f.comps[out] = p;
-                        out += 1;
+            // Second pass: settle known regions, compacting the unknown ones in place.
+            let mut out = f.children.get(first).map_or(f.comps.len(), |c| c.start as usize);
+            let mut kept = first;
+            for ci in first..f.children.len() {
+                let mut c = f.children[ci];
+                let start = out;
+                for j in c.start as usize..(c.start + c.len) as usize {
+                    let p = f.comps[j];
+                    match self.known_any(&p) {
+                        Some(v) => c.xor ^= v,
+                        None => {
+                            f.comps[out] = p;
+                            out += 1;
+                        }
                     }
                 }
-            }
-            if out == start {
-                if c.xor < 64 {
-                    f.present |= 1 << c.xor;
+                if out == start {
+                    if c.xor < 64 {
+                        f.present |= 1 << c.xor;
+                    }
+                    if stop == Some(c.xor) {
+                        f.hit = true;
+                    }
+                    continue;
                 }
-                continue;
+                let parts = &mut f.comps[start..out];
+                parts.sort_unstable_by_key(|p| std::cmp::Reverse(p.cells()));
+                // Smaller regions first (sum of squared sizes); splitting moves come early.
+                c.cost += parts.iter().map(|p| p.cells() * p.cells()).sum::<u32>() << 17;
+                c.start = start as u32;
+                c.len = (out - start) as u32;
+                f.children[kept] = c;
+                kept += 1;
             }
-            let parts = &mut f.comps[start..out];
-            parts.sort_unstable_by_key(|p| std::cmp::Reverse(p.cells()));
-            // Smaller regions first (sum of squared sizes); splitting moves come early.
-            c.cost += parts.iter().map(|p| p.cells() * p.cells()).sum::<u32>() << 17;
-            c.start = start as u32;
-            c.len = (out - start) as u32;
-            f.children[kept] = c;
-            kept += 1;
+            f.comps.truncate(out);
+            f.children.truncate(kept);
+            if f.hit {
+                return Ok(f);
+            }
         }
-        f.comps.truncate(out);
-        f.children.truncate(kept);
-        f.children.sort_by_key(|c| c.cost);
+        f.children.sort_unstable_by_key(|c| c.cost);
         Ok(f)
     }
 
@@ -469,6 +496,7 @@ impl Solver {
 
 /// Moves pairs of congruent regions (their values cancel under XOR) to the end of `parts`
 /// and returns how many regions remain before them.
+#[inline]
 fn cancel_pairs(parts: &mut [AnyRegion]) -> usize {
     if parts.len() < 2 {
         return parts.len();
