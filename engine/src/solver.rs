@@ -523,14 +523,6 @@ fn region_order(r: &AnyRegion) -> (u8, u128, u8) {
     }
 }
 
-#[inline]
-fn low_bits(n: u32) -> u32 {
-    if n >= 32 {
-        u32::MAX
-    } else {
-        (1u32 << n) - 1
-    }
-}
 
 /// The regions of a board that need search, and the XOR of the values of the others
 /// (fewer than four cells). Congruent pairs cancel.
