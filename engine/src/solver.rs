@@ -390,7 +390,7 @@ impl Solver {
     /// Options go in batches: each batch is split into canonical regions with their table
     /// buckets prefetched, then looked up, so the cache misses overlap.
     fn expand<B: Word>(&mut self, r: &Region<B>, stop: Option<u8>) -> Res<Frame> {
-        const BATCH: usize = 8;
+        const BATCH: usize = 4;
         self.tick()?;
         let mut f = self.pool.pop().unwrap_or_default();
         f.comps.clear();
