@@ -180,7 +180,7 @@ impl<B: Bits> Table<B> {
         }
         // Full bucket: grow while under budget and at least half full, else replace.
         let len = self.buckets.len();
-        if len < self.max_buckets && self.stats.entries as usize * 2 > len * BUCKET {
+        if len < self.max_buckets && self.stats.entries as usize * 4 > len * BUCKET {
             self.grow();
             return self.put(key, stride, bounds, nodes);
         }
