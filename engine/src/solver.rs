@@ -298,6 +298,8 @@ impl Solver {
         } else {
             self.decide(&mut f, &mut b, n)
         };
+        // Values some option is known to have are values the region does not have.
+        b.excluded |= f.present as u32;
         self.pool.push(f);
         let answer = answer?;
         self.store(&r, b, since);
