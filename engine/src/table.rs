@@ -93,12 +93,12 @@ pub struct TableStats {
     pub replaced: u64,
 }
 
-const BUCKET: usize = 4;
-const INITIAL_BUCKETS: usize = 1 << 10;
+const BUCKET: usize = 8;
+const INITIAL_BUCKETS: usize = 1 << 9;
 
-/// Four slots on one cache line (two for the 128-bit table), so a lookup touches one line.
+/// Eight slots on two adjacent cache lines (four for the 128-bit table), fetched together.
 #[derive(Clone, Copy, Default)]
-#[repr(align(64))]
+#[repr(align(128))]
 struct Bucket<B: Bits>([Slot<B>; BUCKET]);
 
 /// A bounded hash table from canonical regions to [`Bounds`].
@@ -143,7 +143,9 @@ impl<B: Bits> Table<B> {
         // the bucket vector.
         unsafe {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.buckets.as_ptr().add(b) as *const i8);
+            let line = self.buckets.as_ptr().add(b) as *const i8;
+            _mm_prefetch::<_MM_HINT_T0>(line);
+            _mm_prefetch::<_MM_HINT_T0>(line.add(64));
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = b;
@@ -180,7 +182,7 @@ impl<B: Bits> Table<B> {
         }
         // Full bucket: grow while under budget and at least half full, else replace.
         let len = self.buckets.len();
-        if len < self.max_buckets && self.stats.entries as usize * 4 > len * BUCKET {
+        if len < self.max_buckets && self.stats.entries as usize * 2 > len * BUCKET {
             self.grow();
             return self.put(key, stride, bounds, nodes);
         }
