@@ -215,6 +215,34 @@ pub fn stays_connected<B: Bits>(e: B, i: u32, s: u32, h: u32, w: u32, vertical: 
     }
 }
 
+/// Removes redundant tufts: a tuft is an empty cell with exactly one empty neighbour; when a
+/// cell has two or more tuft neighbours, all but one can go without changing the nimber
+/// (the moves onto them lead to the same positions up to an isolated cell, and any other
+/// move keeps the situation). Merging such shapes makes more regions congruent.
+#[inline]
+pub fn prune_tufts<B: Bits>(e: B, s: u32) -> B {
+    let m = B::masks(s);
+    // Neighbour indicators: west, east, north, south of each cell is empty.
+    let (w, east, n, south) = ((e << 1) & m.not_first, (e >> 1) & m.not_last, e << s, e >> s);
+    let exactly_one = |a: B, b: B, c: B, d: B| (a ^ b ^ c ^ d) & !((a & b) | (c & d) | ((a ^ b) & (c ^ d)));
+    let tufts = e & exactly_one(w, east, n, south);
+    if tufts.is_empty() {
+        return e;
+    }
+    let (tw, te, tn, ts) = ((tufts << 1) & m.not_first, (tufts >> 1) & m.not_last, tufts << s, tufts >> s);
+    let two_or_more = (tw & te) | (tn & ts) | ((tw | te) & (tn | ts));
+    let mut hubs = e & two_or_more;
+    let mut out = e;
+    while !hubs.is_empty() {
+        let hub = hubs.lowest_bit();
+        hubs ^= hub;
+        // The hub's tuft neighbours, west, east, north, south; keep the first.
+        let around = (((hub >> 1) & m.not_last) | ((hub << 1) & m.not_first) | (hub >> s) | (hub << s)) & tufts;
+        out ^= around ^ around.lowest_bit();
+    }
+    out
+}
+
 /// One step of 4-neighbour growth of `c` inside `within`.
 #[inline]
 fn grow<B: Bits>(c: B, within: B, s: u32) -> B {
@@ -516,6 +544,20 @@ mod tests {
             }
         }
         assert!(skipped > 1000);
+    }
+
+    #[test]
+    fn tufts_are_pruned_only_in_pairs() {
+        // A plus: the centre has four tuft neighbours; one stays.
+        let plus: u64 = 0b010_111_010;
+        assert_eq!(prune_tufts(plus, 3).count_ones(), 2);
+        // A 2x2 square has no tufts; an L tromino's corner has two tufts: one goes.
+        assert_eq!(prune_tufts(0b11_11u64, 2), 0b1111);
+        assert_eq!(prune_tufts(0b01_11u64, 2).count_ones(), 2);
+        // A straight line of 4: the tufts hang on different cells.
+        assert_eq!(prune_tufts(0b1111u64, 4), 0b1111);
+        // Row wrap does not create neighbours.
+        assert_eq!(prune_tufts(0b100_001u64, 3), 0b100_001);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::bits::{row_of, Bits};
 use crate::board::Board;
 use crate::db::DbSet;
 use crate::pairing::half_turn_certificate;
-use crate::region::{for_each_component, normalize, stays_connected, AnyRegion, Region};
+use crate::region::{for_each_component, normalize, prune_tufts, stays_connected, AnyRegion, Region};
 use crate::table::{Bounds, Table, TableStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -419,13 +419,16 @@ impl Solver {
                 let rest = r.bits ^ B::bit(i) ^ B::bit(i + step);
                 let start = f.comps.len();
                 let mut xor = 0u8;
-                let mut add = |c: B| match c.count() {
-                    0 | 1 => {}
-                    2 | 3 => xor ^= 1,
-                    _ => {
-                        let p = normalize(c, s);
-                        self.prefetch(&p);
-                        f.comps.push(p);
+                let mut add = |c: B| {
+                    let c = prune_tufts(c, s);
+                    match c.count() {
+                        0 | 1 => {}
+                        2 | 3 => xor ^= 1,
+                        _ => {
+                            let p = normalize(c, s);
+                            self.prefetch(&p);
+                            f.comps.push(p);
+                        }
                     }
                 };
                 if stays_connected(r.bits, i, s, h, w, step == s) {
@@ -524,7 +527,6 @@ fn region_order(r: &AnyRegion) -> (u8, u128, u8) {
         AnyRegion::Wide(x) => (1, x.bits, x.stride),
     }
 }
-
 
 /// The regions of a board that need search, and the XOR of the values of the others
 /// (fewer than four cells). Congruent pairs cancel.
