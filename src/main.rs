@@ -2,9 +2,10 @@
 //!
 //! Subcommands: `solve` (outcome and nimber of positions), `analyze` (every move and its
 //! value), `db` (build, inspect and verify endgame databases) and `bench` (the performance
-//! table). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
+//! table), `octal` (octal games, period proved). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
 //! 3 a database was refused.
 
+mod analyses;
 mod bench;
 mod dbcmd;
 mod report;
@@ -33,6 +34,8 @@ enum Command {
     Db(dbcmd::DbCommand),
     /// Print the performance table (nimber, nodes, seconds, memory per board).
     Bench(bench::BenchArgs),
+    /// Values of an octal game (0.07 is 1×n Cram) with its period, proved.
+    Octal(analyses::OctalArgs),
 }
 
 /// A failure with the exit code it maps to.
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => solve::run_analyze(&a),
         Command::Db(c) => dbcmd::run(&c),
         Command::Bench(a) => bench::run(&a),
+        Command::Octal(a) => analyses::run_octal(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -211,3 +211,18 @@ fn bench_prints_a_table() {
     let out = stdout(&o);
     assert!(out.contains("| 3x5 | *1 |") && out.contains("| 2x6 | *0 |"), "{out}");
 }
+
+#[test]
+fn octal_reports_a_proved_period() {
+    let o = cram(&["octal", "0.07", "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!((v["period"].as_u64(), v["preperiod"].as_u64()), (Some(34), Some(53)));
+    assert_eq!(v["values"].as_array().unwrap().len(), 2001);
+    assert_eq!(v["values"][16], 5);
+    let short = cram(&["octal", "0.77", "--max", "50", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&short).trim()).unwrap();
+    assert!(v["period"].is_null());
+    assert!(stdout(&cram(&["octal", "0.77"])).contains("period 12 from heap 71"));
+    assert_eq!(cram(&["octal", "1.9"]).status.code(), Some(2));
+}

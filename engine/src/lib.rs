@@ -9,6 +9,7 @@
 pub mod bits;
 pub mod board;
 pub mod db;
+pub mod octal;
 pub mod pairing;
 pub mod region;
 pub mod solver;

@@ -127,3 +127,12 @@ fn seed_001_readings() {
         assert_eq!(nimber(&mut s, spec), 0, "{spec}");
     }
 }
+
+#[test]
+fn octal_module_agrees_with_the_board_search() {
+    let dk = cram_engine::octal::OctalGame::parse("0.07").unwrap().values(30);
+    let mut s = solver();
+    for (n, &v) in dk.iter().enumerate().skip(1) {
+        assert_eq!(nimber(&mut s, &format!("1x{n}")) as u32, v, "1x{n}");
+    }
+}
