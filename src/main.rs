@@ -2,7 +2,7 @@
 //!
 //! Subcommands: `solve` (outcome and nimber of positions), `analyze` (every move and its
 //! value), `db` (build, inspect and verify endgame databases) and `bench` (the performance
-//! table), `octal` (octal games, period proved). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
+//! table), `octal` (octal games, period proved), `pairing` (symmetry strategies). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
 //! 3 a database was refused.
 
 mod analyses;
@@ -36,6 +36,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Values of an octal game (0.07 is 1×n Cram) with its period, proved.
     Octal(analyses::OctalArgs),
+    /// Which symmetries of the position are pairing strategies, and why the others fail.
+    Pairing(analyses::PairingArgs),
 }
 
 /// A failure with the exit code it maps to.
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Db(c) => dbcmd::run(&c),
         Command::Bench(a) => bench::run(&a),
         Command::Octal(a) => analyses::run_octal(&a),
+        Command::Pairing(a) => analyses::run_pairing(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -226,3 +226,24 @@ fn octal_reports_a_proved_period() {
     assert!(stdout(&cram(&["octal", "0.77"])).contains("period 12 from heap 71"));
     assert_eq!(cram(&["octal", "1.9"]).status.code(), Some(2));
 }
+
+#[test]
+fn pairing_names_symmetries_failures_and_audits() {
+    let o = cram(&["pairing", "4x6", "--audit", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let syms = v["symmetries"].as_array().unwrap();
+    assert_eq!(syms.len(), 7);
+    let half = &syms[0];
+    assert_eq!(half["name"], "half-turn");
+    assert_eq!(half["pairing"], true);
+    assert_eq!(half["audit"]["positions"], 624);
+    assert!(half["audit"]["failure"].is_null());
+    assert_eq!(syms[1]["failure"], "not-a-symmetry");
+    assert_eq!(syms[3]["name"], "reflect-rows");
+    assert_eq!(syms[3]["failure"], "self-mapped-domino");
+    let text = stdout(&cram(&["pairing", "3x3", "--audit"]));
+    assert!(text.contains("half-turn             fixed-cell (2,2)"), "{text}");
+    assert!(text.contains("audit: fails after 2 positions"), "{text}");
+    assert_eq!(cram(&["pairing", "3x"]).status.code(), Some(2));
+}

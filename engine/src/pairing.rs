@@ -26,6 +26,213 @@ pub fn half_turn_certificate(board: &Board) -> bool {
     Region { bits: block, stride: w as u8, h: h as u8, w: w as u8 }.half_turn_paired()
 }
 
+/// The 7 non-identity symmetries of the square, acting on the bounding box of the empty
+/// cells. `ReflectRows` reverses the order of the rows (top ↔ bottom), `ReflectCols` the
+/// order of the columns (left ↔ right); the diagonal runs from the top-left corner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Symmetry {
+    /// Rotation by 180°.
+    HalfTurn,
+    /// Rotation by 90° clockwise.
+    QuarterTurnCw,
+    /// Rotation by 90° counter-clockwise.
+    QuarterTurnCcw,
+    /// Top ↔ bottom.
+    ReflectRows,
+    /// Left ↔ right.
+    ReflectCols,
+    /// About the main diagonal (top-left to bottom-right).
+    ReflectDiagonal,
+    /// About the anti-diagonal (top-right to bottom-left).
+    ReflectAntidiagonal,
+}
+
+impl Symmetry {
+    /// All seven, in a fixed order.
+    pub const ALL: [Symmetry; 7] = [
+        Symmetry::HalfTurn,
+        Symmetry::QuarterTurnCw,
+        Symmetry::QuarterTurnCcw,
+        Symmetry::ReflectRows,
+        Symmetry::ReflectCols,
+        Symmetry::ReflectDiagonal,
+        Symmetry::ReflectAntidiagonal,
+    ];
+
+    /// The name used in text and JSON output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Symmetry::HalfTurn => "half-turn",
+            Symmetry::QuarterTurnCw => "quarter-turn-cw",
+            Symmetry::QuarterTurnCcw => "quarter-turn-ccw",
+            Symmetry::ReflectRows => "reflect-rows",
+            Symmetry::ReflectCols => "reflect-cols",
+            Symmetry::ReflectDiagonal => "reflect-diagonal",
+            Symmetry::ReflectAntidiagonal => "reflect-antidiagonal",
+        }
+    }
+
+    /// True for the maps that need a square box.
+    fn needs_square(self) -> bool {
+        matches!(
+            self,
+            Symmetry::QuarterTurnCw
+                | Symmetry::QuarterTurnCcw
+                | Symmetry::ReflectDiagonal
+                | Symmetry::ReflectAntidiagonal
+        )
+    }
+
+    /// Image of (r, c) in an h×w box (square when `needs_square`).
+    fn apply(self, r: u32, c: u32, h: u32, w: u32) -> (u32, u32) {
+        match self {
+            Symmetry::HalfTurn => (h - 1 - r, w - 1 - c),
+            Symmetry::QuarterTurnCw => (c, h - 1 - r),
+            Symmetry::QuarterTurnCcw => (w - 1 - c, r),
+            Symmetry::ReflectRows => (h - 1 - r, c),
+            Symmetry::ReflectCols => (r, w - 1 - c),
+            Symmetry::ReflectDiagonal => (c, r),
+            Symmetry::ReflectAntidiagonal => (w - 1 - c, h - 1 - r),
+        }
+    }
+}
+
+/// Whether a symmetry is a pairing strategy for a position, or the first reason it is not.
+/// Cells are 0-based (row, column) board coordinates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A pairing strategy: the second player wins by answering every move with its image.
+    Pairing,
+    /// The map does not carry the empty cells onto themselves.
+    NotASymmetry,
+    /// A cell is its own image: the opponent can take it with nothing to answer.
+    FixedCell((u32, u32)),
+    /// A domino is its own image: the answer would repeat the move.
+    SelfMappedDomino((u32, u32), (u32, u32)),
+    /// A quarter-turn maps the position onto itself but is not its own inverse, so
+    /// "answer with the image" does not restore a symmetric position.
+    NotAnInvolution,
+}
+
+impl Verdict {
+    /// The failure's name (`None` for a pairing).
+    pub fn failure(&self) -> Option<&'static str> {
+        match self {
+            Verdict::Pairing => None,
+            Verdict::NotASymmetry => Some("not-a-symmetry"),
+            Verdict::FixedCell(_) => Some("fixed-cell"),
+            Verdict::SelfMappedDomino(..) => Some("self-mapped-domino"),
+            Verdict::NotAnInvolution => Some("not-an-involution"),
+        }
+    }
+}
+
+/// The map of `sym` on board cell indices, about the empty cells' bounding box; `None` when
+/// the box cannot carry it (not square for the quarter-turns and diagonals).
+pub fn cell_map(board: &Board, sym: Symmetry) -> Option<Vec<Option<u32>>> {
+    let e = board.empty();
+    if e == 0 {
+        return None;
+    }
+    let cols = board.cols();
+    let cells: Vec<u32> = (0..board.rows() * cols).filter(|&i| e >> i & 1 == 1).collect();
+    let (r0, r1) = (cells[0] / cols, cells[cells.len() - 1] / cols);
+    let c0 = cells.iter().map(|i| i % cols).min().expect("nonempty");
+    let c1 = cells.iter().map(|i| i % cols).max().expect("nonempty");
+    let (h, w) = (r1 - r0 + 1, c1 - c0 + 1);
+    if sym.needs_square() && h != w {
+        return None;
+    }
+    let map = (0..board.rows() * cols)
+        .map(|i| {
+            let (r, c) = (i / cols, i % cols);
+            if r < r0 || r > r1 || c < c0 || c > c1 {
+                return None;
+            }
+            let (nr, nc) = sym.apply(r - r0, c - c0, h, w);
+            Some((nr + r0) * cols + nc + c0)
+        })
+        .collect();
+    Some(map)
+}
+
+/// Checks whether `sym` is a pairing strategy for the position (static conditions).
+pub fn check(board: &Board, sym: Symmetry) -> Verdict {
+    let Some(map) = cell_map(board, sym) else { return Verdict::NotASymmetry };
+    let e = board.empty();
+    let cols = board.cols();
+    let rc = |i: u32| (i / cols, i % cols);
+    let empty: Vec<u32> = (0..128).filter(|&i| e >> i & 1 == 1).collect();
+    if empty.iter().any(|&i| map[i as usize].is_none_or(|j| e >> j & 1 == 0)) {
+        return Verdict::NotASymmetry;
+    }
+    if let Some(&i) = empty.iter().find(|&&i| map[i as usize] == Some(i)) {
+        return Verdict::FixedCell(rc(i));
+    }
+    for m in board.moves() {
+        let (a, b) = (m.trailing_zeros(), 127 - m.leading_zeros());
+        if map[a as usize] == Some(b) && map[b as usize] == Some(a) {
+            return Verdict::SelfMappedDomino(rc(a), rc(b));
+        }
+    }
+    if matches!(sym, Symmetry::QuarterTurnCw | Symmetry::QuarterTurnCcw) {
+        return Verdict::NotAnInvolution;
+    }
+    Verdict::Pairing
+}
+
+/// The outcome of walking a pairing strategy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Audit {
+    /// Distinct positions (opponent to move) reached before the walk ended, the start included.
+    pub positions: u64,
+    /// The first position where the strategy has no legal answer, and the opponent's move
+    /// there (its two cells, 0-based (row, column)).
+    pub failure: Option<(Board, [(u32, u32); 2])>,
+}
+
+/// Walks the strategy "answer every move with its image under `sym`" from the position,
+/// depth first (each answered move is followed at once), trying moves in [`Board::moves`]
+/// order, until it meets a move with no legal answer or has seen every reachable position.
+/// `None` when the box cannot carry `sym`.
+pub fn audit(board: &Board, sym: Symmetry) -> Option<Audit> {
+    let map = cell_map(board, sym)?;
+    let mut walk = Walk { map, seen: std::collections::HashSet::new(), failure: None };
+    walk.seen.insert(board.empty());
+    walk.visit(board);
+    Some(Audit { positions: walk.seen.len() as u64, failure: walk.failure })
+}
+
+struct Walk {
+    map: Vec<Option<u32>>,
+    seen: std::collections::HashSet<u128>,
+    failure: Option<(Board, [(u32, u32); 2])>,
+}
+
+impl Walk {
+    /// Follows every opponent move from `pos`; false once a failure is found.
+    fn visit(&mut self, pos: &Board) -> bool {
+        let cols = pos.cols();
+        for m in pos.moves() {
+            let (a, b) = (m.trailing_zeros(), 127 - m.leading_zeros());
+            let after = pos.with_filled(m);
+            let reply = match (self.map[a as usize], self.map[b as usize]) {
+                (Some(x), Some(y)) if x != y => 1u128 << x | 1u128 << y,
+                _ => 0,
+            };
+            if reply == 0 || reply & after.empty() != reply {
+                self.failure = Some((*pos, [(a / cols, a % cols), (b / cols, b % cols)]));
+                return false;
+            }
+            let next = after.with_filled(reply);
+            if self.seen.insert(next.empty()) && !self.visit(&next) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +249,59 @@ mod tests {
         // Symmetric about the bounding box of the empty cells, not of the board.
         assert!(fires("#####/#..##/#..##"));
         assert!(!fires("##../##../...."));
+    }
+
+    #[test]
+    fn verdicts_name_the_first_failure() {
+        let v = |spec: &str, sym| check(&Board::parse(spec).unwrap(), sym);
+        assert_eq!(v("4x4", Symmetry::HalfTurn), Verdict::Pairing);
+        assert_eq!(v("4x4", Symmetry::QuarterTurnCw), Verdict::NotAnInvolution);
+        assert_eq!(v("4x4", Symmetry::ReflectRows), Verdict::SelfMappedDomino((1, 0), (2, 0)));
+        assert_eq!(v("4x4", Symmetry::ReflectDiagonal), Verdict::FixedCell((0, 0)));
+        assert_eq!(v("3x3", Symmetry::HalfTurn), Verdict::FixedCell((1, 1)));
+        assert_eq!(v("3x4", Symmetry::HalfTurn), Verdict::SelfMappedDomino((1, 1), (1, 2)));
+        assert_eq!(v("3x4", Symmetry::ReflectDiagonal), Verdict::NotASymmetry);
+        assert_eq!(v("../.#", Symmetry::HalfTurn), Verdict::NotASymmetry);
+        assert_eq!(v("../.#", Symmetry::ReflectDiagonal), Verdict::FixedCell((0, 0)));
+    }
+
+    /// An independent count of the positions a pairing strategy reaches: breadth first.
+    fn reachable_breadth_first(board: &Board, sym: Symmetry) -> usize {
+        let map = cell_map(board, sym).unwrap();
+        let mut seen = std::collections::HashSet::from([board.empty()]);
+        let mut layer = vec![*board];
+        while !layer.is_empty() {
+            let mut next = Vec::new();
+            for pos in layer {
+                for m in pos.moves() {
+                    let (a, b) = (m.trailing_zeros(), 127 - m.leading_zeros());
+                    let reply = 1u128 << map[a as usize].unwrap() | 1u128 << map[b as usize].unwrap();
+                    let after = pos.with_filled(m).with_filled(reply);
+                    if seen.insert(after.empty()) {
+                        next.push(after);
+                    }
+                }
+            }
+            layer = next;
+        }
+        seen.len()
+    }
+
+    #[test]
+    fn audits_count_the_positions_of_seed_001() {
+        for (spec, count) in [("4x4", 60), ("4x6", 624), ("2x2", 2), ("2x6", 18)] {
+            let b = Board::parse(spec).unwrap();
+            let a = audit(&b, Symmetry::HalfTurn).unwrap();
+            assert_eq!(a.failure, None, "{spec}");
+            assert_eq!(a.positions as usize, reachable_breadth_first(&b, Symmetry::HalfTurn), "{spec}");
+            assert_eq!(a.positions, count, "{spec}");
+        }
+        // Odd boards: the walk meets a move with no legal answer.
+        let a = audit(&Board::parse("3x3").unwrap(), Symmetry::HalfTurn).unwrap();
+        assert_eq!(a.positions, 2);
+        assert_eq!(a.failure.unwrap().1, [(1, 0), (1, 1)]);
+        let a = audit(&Board::parse("5x5").unwrap(), Symmetry::HalfTurn).unwrap();
+        assert_eq!(a.positions, 7);
+        assert!(audit(&Board::parse("3x4").unwrap(), Symmetry::ReflectDiagonal).is_none());
     }
 }
