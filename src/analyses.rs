@@ -1,12 +1,16 @@
-//! The seed papers' analyses as commands: `cram octal` (octal games and their periods) and
-//! `cram pairing` (which symmetries are pairing strategies, and an audit of the strategy).
+//! The seed papers' analyses as commands: `cram octal` (octal games and their periods),
+//! `cram pairing` (which symmetries are pairing strategies, and an audit of the strategy)
+//! and `cram shapes` (the catalogue of connected shapes with values and pairings).
 
 use crate::solve::parse_spec;
 use crate::Failure;
 use clap::Args;
 use cram_engine::octal::{proved_period, OctalGame};
 use cram_engine::pairing::{audit, check, Symmetry, Verdict};
+use cram_engine::shapes::{shapes, Equivalence};
+use cram_engine::{Config, DbSet, Mode, Solver};
 use serde_json::json;
+use std::sync::Arc;
 
 /// Arguments of `cram octal`.
 #[derive(Args, Debug)]
@@ -142,6 +146,100 @@ pub fn run_pairing(a: &PairingArgs) -> Result<(), Failure> {
                 ),
             }
         }
+    }
+    Ok(())
+}
+
+/// Which shapes `cram shapes` counts as one.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum UpTo {
+    /// All 8 symmetries of the square: free polyominoes.
+    Free,
+    /// Top-bottom and left-right flips only: the catalogue of seed 003.
+    Flips,
+}
+
+/// Arguments of `cram shapes`.
+#[derive(Args, Debug)]
+pub struct ShapesArgs {
+    /// Largest number of cells (at most 12).
+    #[arg(value_name = "N")]
+    pub max: u32,
+    /// Which shapes count as the same.
+    #[arg(long, value_enum, default_value = "free")]
+    pub up_to: UpTo,
+    /// Print JSON: every shape, then counts by size.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Counts of one size in `cram shapes`.
+#[derive(serde::Serialize, Default, Clone)]
+struct SizeRow {
+    cells: u32,
+    shapes: u64,
+    second_player_wins: u64,
+    with_involution: u64,
+    paired: u64,
+}
+
+/// Runs `cram shapes`.
+pub fn run_shapes(a: &ShapesArgs) -> Result<(), Failure> {
+    if a.max == 0 || a.max > 12 {
+        return Err(Failure::input("N must be 1 to 12"));
+    }
+    let eq = match a.up_to {
+        UpTo::Free => Equivalence::Free,
+        UpTo::Flips => Equivalence::Flips,
+    };
+    let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+    let mut rows: Vec<SizeRow> = (1..=a.max).map(|n| SizeRow { cells: n, ..SizeRow::default() }).collect();
+    let mut listed = Vec::new();
+    let mut paired_shapes = Vec::new();
+    for b in shapes(a.max, eq) {
+        let nimber = solver.solve(&b, Mode::Nimber).map_err(Failure::runtime)?.nimber.expect("nimber mode");
+        let verdicts: Vec<(Symmetry, Verdict)> = Symmetry::ALL.iter().map(|&s| (s, check(&b, s))).collect();
+        let syms: Vec<&str> =
+            verdicts.iter().filter(|(_, v)| *v != Verdict::NotASymmetry).map(|(s, _)| s.name()).collect();
+        let involution = verdicts.iter().any(|(s, v)| {
+            *v != Verdict::NotASymmetry && !matches!(s, Symmetry::QuarterTurnCw | Symmetry::QuarterTurnCcw)
+        });
+        let pairings: Vec<&str> =
+            verdicts.iter().filter(|(_, v)| *v == Verdict::Pairing).map(|(s, _)| s.name()).collect();
+        let row = &mut rows[b.empty_count() as usize - 1];
+        row.shapes += 1;
+        row.second_player_wins += (nimber == 0) as u64;
+        row.with_involution += involution as u64;
+        row.paired += !pairings.is_empty() as u64;
+        if !pairings.is_empty() {
+            paired_shapes.push((b.rows_string(), pairings.join(", ")));
+        }
+        if a.json {
+            listed.push(json!({"cells": b.empty_count(), "shape": b.rows_string(), "nimber": nimber,
+                "symmetries": syms, "pairings": pairings}));
+        }
+    }
+    if a.json {
+        println!("{}", json!({"up_to": format!("{:?}", a.up_to).to_lowercase(), "shapes": listed, "by_size": rows}));
+        return Ok(());
+    }
+    println!("| cells | shapes | second-player wins | with an involution | paired |");
+    println!("|---:|---:|---:|---:|---:|");
+    let mut total = SizeRow::default();
+    for r in &rows {
+        println!("| {} | {} | {} | {} | {} |", r.cells, r.shapes, r.second_player_wins, r.with_involution, r.paired);
+        total.shapes += r.shapes;
+        total.second_player_wins += r.second_player_wins;
+        total.with_involution += r.with_involution;
+        total.paired += r.paired;
+    }
+    println!(
+        "| all | {} | {} | {} | {} |",
+        total.shapes, total.second_player_wins, total.with_involution, total.paired
+    );
+    println!("\npaired shapes:");
+    for (shape, by) in paired_shapes {
+        println!("  {shape}  ({by})");
     }
     Ok(())
 }

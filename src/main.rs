@@ -2,7 +2,7 @@
 //!
 //! Subcommands: `solve` (outcome and nimber of positions), `analyze` (every move and its
 //! value), `db` (build, inspect and verify endgame databases) and `bench` (the performance
-//! table), `octal` (octal games, period proved), `pairing` (symmetry strategies). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
+//! table), `octal` (octal games, period proved), `pairing` (symmetry strategies), `shapes` (the shape catalogue). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
 //! 3 a database was refused.
 
 mod analyses;
@@ -38,6 +38,8 @@ enum Command {
     Octal(analyses::OctalArgs),
     /// Which symmetries of the position are pairing strategies, and why the others fail.
     Pairing(analyses::PairingArgs),
+    /// Every connected shape of at most N cells: value, symmetries, pairings.
+    Shapes(analyses::ShapesArgs),
 }
 
 /// A failure with the exit code it maps to.
@@ -70,6 +72,13 @@ pub fn default_db_dir() -> PathBuf {
 }
 
 fn main() -> ExitCode {
+    // Die quietly when the reader of our output goes away (`cram shapes 10 | head`), as
+    // command-line tools do, instead of panicking on a broken pipe.
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to the default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Solve(a) => solve::run_solve(&a),
@@ -78,6 +87,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(&a),
         Command::Octal(a) => analyses::run_octal(&a),
         Command::Pairing(a) => analyses::run_pairing(&a),
+        Command::Shapes(a) => analyses::run_shapes(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -247,3 +247,30 @@ fn pairing_names_symmetries_failures_and_audits() {
     assert!(text.contains("audit: fails after 2 positions"), "{text}");
     assert_eq!(cram(&["pairing", "3x"]).status.code(), Some(2));
 }
+
+#[test]
+fn shapes_reproduce_seed_003_under_its_convention() {
+    let o = cram(&["shapes", "8", "--up-to", "flips", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let shapes = v["shapes"].as_array().unwrap();
+    assert_eq!(shapes.len(), 1042);
+    let p_positions = shapes.iter().filter(|s| s["nimber"] == 0).count();
+    let paired: Vec<_> = shapes.iter().filter(|s| !s["pairings"].as_array().unwrap().is_empty()).collect();
+    assert_eq!((p_positions, paired.len()), (74, 12));
+    for s in &paired {
+        assert_eq!(s["nimber"], 0, "a paired shape must be a second-player win");
+        assert_eq!(s["pairings"], serde_json::json!(["half-turn"]));
+        assert_eq!(s["cells"].as_u64().unwrap() % 2, 0, "odd shapes cannot be paired");
+    }
+    let rows = v["by_size"].as_array().unwrap();
+    let without: u64 =
+        rows.iter().map(|r| r["shapes"].as_u64().unwrap() - r["with_involution"].as_u64().unwrap()).sum();
+    assert_eq!(without, 852);
+    // Standard free polyomino counts, and N = 10 well within a minute.
+    let o = cram(&["shapes", "10", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let counts: Vec<u64> = v["by_size"].as_array().unwrap().iter().map(|r| r["shapes"].as_u64().unwrap()).collect();
+    assert_eq!(counts, [1, 1, 2, 5, 12, 35, 108, 369, 1285, 4655]);
+    assert_eq!(cram(&["shapes", "13"]).status.code(), Some(2));
+}

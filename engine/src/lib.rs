@@ -12,6 +12,7 @@ pub mod db;
 pub mod octal;
 pub mod pairing;
 pub mod region;
+pub mod shapes;
 pub mod solver;
 pub mod table;
 
