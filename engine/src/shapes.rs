@@ -16,6 +16,9 @@ pub enum Equivalence {
 
 type Cells = Vec<(i32, i32)>;
 
+/// A symmetry of the square acting on (row, column) offsets.
+type CellMap = fn((i32, i32)) -> (i32, i32);
+
 fn translated(cells: &[(i32, i32)]) -> Cells {
     let r0 = cells.iter().map(|c| c.0).min().unwrap_or(0);
     let c0 = cells.iter().map(|c| c.1).min().unwrap_or(0);
@@ -25,7 +28,7 @@ fn translated(cells: &[(i32, i32)]) -> Cells {
 }
 
 fn canonical(cells: &[(i32, i32)], eq: Equivalence) -> Cells {
-    let maps: &[fn((i32, i32)) -> (i32, i32)] = match eq {
+    let maps: &[CellMap] = match eq {
         Equivalence::Free => &[
             |(r, c)| (r, c),
             |(r, c)| (c, -r),
