@@ -1,12 +1,13 @@
 //! The seed papers' analyses as commands: `cram octal` (octal games and their periods),
 //! `cram pairing` (which symmetries are pairing strategies, and an audit of the strategy)
-//! and `cram shapes` (the catalogue of connected shapes with values and pairings).
+//! `cram shapes` (the catalogue of connected shapes with values and pairings) and
+//! `cram root-check` (how often the pairing check fires, by depth, over a whole game).
 
 use crate::solve::parse_spec;
 use crate::Failure;
 use clap::Args;
 use cram_engine::octal::{proved_period, OctalGame};
-use cram_engine::pairing::{audit, check, Symmetry, Verdict};
+use cram_engine::pairing::{audit, check, depth_profile, Symmetry, Verdict};
 use cram_engine::shapes::{shapes, Equivalence};
 use cram_engine::{Config, DbSet, Mode, Solver};
 use serde_json::json;
@@ -240,6 +241,56 @@ pub fn run_shapes(a: &ShapesArgs) -> Result<(), Failure> {
     println!("\npaired shapes:");
     for (shape, by) in paired_shapes {
         println!("  {shape}  ({by})");
+    }
+    Ok(())
+}
+
+/// Arguments of `cram root-check`.
+#[derive(Args, Debug)]
+pub struct RootCheckArgs {
+    /// The starting position (same forms as `cram solve`).
+    pub spec: String,
+    /// Refuse positions with more reachable positions than this.
+    #[arg(long, default_value_t = 20_000_000)]
+    pub max_positions: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `cram root-check`.
+pub fn run_root_check(a: &RootCheckArgs) -> Result<(), Failure> {
+    let board = parse_spec(&a.spec)?;
+    let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+    let rows = depth_profile(&board, &mut solver, a.max_positions).map_err(Failure::runtime)?.ok_or_else(|| {
+        Failure::input(format!("{}: more than {} reachable positions (see --max-positions)", a.spec, a.max_positions))
+    })?;
+    let pct = |x: u64, of: u64| if of == 0 { 0.0 } else { 100.0 * x as f64 / of as f64 };
+    if a.json {
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                json!({"depth": r.depth, "positions": r.positions, "wins": r.wins, "fires": r.fires,
+                "unsound_fires": r.unsound_fires, "unsound_wrong": r.unsound_wrong})
+            })
+            .collect();
+        println!("{}", json!({"spec": a.spec, "depths": rows}));
+        return Ok(());
+    }
+    println!("{}: the half-turn check one move away, over every reachable position", a.spec);
+    println!("| depth | positions | wins | sound check fires | % of wins | unsound fires | unsound wrong |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {:.0} | {} | {} |",
+            r.depth,
+            r.positions,
+            r.wins,
+            r.fires,
+            pct(r.fires, r.wins),
+            r.unsound_fires,
+            r.unsound_wrong
+        );
     }
     Ok(())
 }

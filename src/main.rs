@@ -2,7 +2,7 @@
 //!
 //! Subcommands: `solve` (outcome and nimber of positions), `analyze` (every move and its
 //! value), `db` (build, inspect and verify endgame databases) and `bench` (the performance
-//! table), `octal` (octal games, period proved), `pairing` (symmetry strategies), `shapes` (the shape catalogue). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
+//! table), `octal` (octal games, period proved), `pairing` (symmetry strategies), `shapes` (the shape catalogue), `root-check` (the pairing check's depth profile). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
 //! 3 a database was refused.
 
 mod analyses;
@@ -40,6 +40,8 @@ enum Command {
     Pairing(analyses::PairingArgs),
     /// Every connected shape of at most N cells: value, symmetries, pairings.
     Shapes(analyses::ShapesArgs),
+    /// How often the half-turn pairing check fires, by depth, over every reachable position.
+    RootCheck(analyses::RootCheckArgs),
 }
 
 /// A failure with the exit code it maps to.
@@ -88,6 +90,7 @@ fn main() -> ExitCode {
         Command::Octal(a) => analyses::run_octal(&a),
         Command::Pairing(a) => analyses::run_pairing(&a),
         Command::Shapes(a) => analyses::run_shapes(&a),
+        Command::RootCheck(a) => analyses::run_root_check(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

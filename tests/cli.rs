@@ -274,3 +274,17 @@ fn shapes_reproduce_seed_003_under_its_convention() {
     assert_eq!(counts, [1, 1, 2, 5, 12, 35, 108, 369, 1285, 4655]);
     assert_eq!(cram(&["shapes", "13"]).status.code(), Some(2));
 }
+
+#[test]
+fn root_check_prints_the_depth_profile() {
+    let o = cram(&["root-check", "4x5", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let d = v["depths"].as_array().unwrap();
+    assert_eq!(d.len(), 11);
+    assert_eq!((d[1]["wins"].as_u64(), d[1]["fires"].as_u64()), (Some(26), Some(10)));
+    let wrong: u64 = d.iter().map(|r| r["unsound_wrong"].as_u64().unwrap()).sum();
+    assert_eq!(wrong, 1026);
+    assert!(stdout(&cram(&["root-check", "3x4"])).contains("| 1 | 17 |"));
+    assert_eq!(cram(&["root-check", "6x6", "--max-positions", "1000"]).status.code(), Some(2));
+}
