@@ -2,12 +2,13 @@
 //!
 //! Subcommands: `solve` (outcome and nimber of positions), `analyze` (every move and its
 //! value), `db` (build, inspect and verify endgame databases) and `bench` (the performance
-//! table), `octal` (octal games, period proved), `pairing` (symmetry strategies), `shapes` (the shape catalogue), `root-check` (the pairing check's depth profile). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
+//! table), `octal` (octal games, period proved), `pairing` (symmetry strategies), `shapes` (the shape catalogue), `root-check` (the pairing check's depth profile), `table` and `show` (tables and pictures). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
 //! 3 a database was refused.
 
 mod analyses;
 mod bench;
 mod dbcmd;
+mod pictures;
 mod report;
 mod solve;
 
@@ -42,6 +43,10 @@ enum Command {
     Shapes(analyses::ShapesArgs),
     /// How often the half-turn pairing check fires, by depth, over every reachable position.
     RootCheck(analyses::RootCheckArgs),
+    /// The value table of empty boards (Markdown, CSV or SVG).
+    Table(pictures::TableArgs),
+    /// Draw a position as SVG with each move's resulting nimber and the winning moves.
+    Show(pictures::ShowArgs),
 }
 
 /// A failure with the exit code it maps to.
@@ -91,6 +96,8 @@ fn main() -> ExitCode {
         Command::Pairing(a) => analyses::run_pairing(&a),
         Command::Shapes(a) => analyses::run_shapes(&a),
         Command::RootCheck(a) => analyses::run_root_check(&a),
+        Command::Table(a) => pictures::run_table(&a),
+        Command::Show(a) => pictures::run_show(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

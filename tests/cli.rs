@@ -288,3 +288,63 @@ fn root_check_prints_the_depth_profile() {
     assert!(stdout(&cram(&["root-check", "3x4"])).contains("| 1 | 17 |"));
     assert_eq!(cram(&["root-check", "6x6", "--max-positions", "1000"]).status.code(), Some(2));
 }
+
+#[test]
+fn table_shows_values_and_what_is_known() {
+    let o = cram(&["table", "--rows", "1..3", "--cols", "1..6", "--format", "csv", "--no-db"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "rows,1,2,3,4,5,6");
+    assert_eq!(lines[1], "1,*0,*1,*1,*2,*0,*3");
+    assert_eq!(lines[2], "2,*1,*0,*1,*0,*1,*0");
+    assert_eq!(lines[3], "3,*1,*1,*0,*1,*1,*4");
+    // No time at all: what the theory says is shown instead of a value.
+    let o = cram(&["table", "--rows", "4..5", "--cols", "9..10", "--budget-secs", "0", "--no-db"]);
+    let out = stdout(&o);
+    assert!(out.contains("| 4 | N (strategy) | *0 |"), "{out}");
+    assert!(out.contains("| 5 | ? | N (strategy) |"), "{out}");
+    let svg = stdout(&cram(&["table", "--rows", "1..2", "--cols", "1..3", "--format", "svg"]));
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    assert_eq!(doc.descendants().filter(|n| n.has_tag_name("rect")).count(), 6);
+    assert_eq!(cram(&["table", "--rows", "3..1", "--cols", "1..2"]).status.code(), Some(2));
+}
+
+#[test]
+fn show_draws_the_winning_moves() {
+    let dir = scratch("show");
+    let file = dir.join("p.svg");
+    let o = cram(&["show", "..#./..../....", "--svg", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&file).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let drawn: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("win"))
+        .map(|n| n.attribute("data-move").unwrap().to_string())
+        .collect();
+    // The same winning moves as `cram analyze`.
+    let a: serde_json::Value =
+        serde_json::from_str(stdout(&cram(&["analyze", "..#./..../....", "--json"])).trim()).unwrap();
+    let mut wins: Vec<String> = a["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["wins"] == true)
+        .map(|m| {
+            let c = &m["cells"];
+            format!("({},{})-({},{})", c[0][0], c[0][1], c[1][0], c[1][1])
+        })
+        .collect();
+    let mut drawn_sorted = drawn.clone();
+    drawn_sorted.sort();
+    wins.sort();
+    assert_eq!(drawn_sorted, wins);
+    assert!(!wins.is_empty());
+    // Every move's resulting nimber is written.
+    let values = doc.descendants().filter(|n| n.attribute("class").is_some_and(|c| c.starts_with("value"))).count();
+    assert_eq!(values, a["moves"].as_array().unwrap().len());
+    let filled = doc.descendants().filter(|n| n.attribute("class") == Some("filled")).count();
+    assert_eq!(filled, 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
