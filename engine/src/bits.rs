@@ -54,6 +54,26 @@ pub trait Bits:
     /// The column masks for rows of `stride` cells (cached).
     fn masks(stride: u32) -> StrideMasks<Self>;
 
+    /// `self << n`, or empty when `n` is the word size or more (a row stride can be 128).
+    #[inline]
+    fn up(self, n: u32) -> Self {
+        if n < Self::BITS {
+            self << n
+        } else {
+            Self::ZERO
+        }
+    }
+
+    /// `self >> n`, or empty when `n` is the word size or more.
+    #[inline]
+    fn down(self, n: u32) -> Self {
+        if n < Self::BITS {
+            self >> n
+        } else {
+            Self::ZERO
+        }
+    }
+
     /// True when no bit is set.
     #[inline]
     fn is_empty(self) -> bool {

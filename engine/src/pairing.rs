@@ -25,7 +25,7 @@ pub fn half_turn_check(board: &Board, sound: bool) -> bool {
     let (lo_row, hi_row) = (e.trailing_zeros() / s, (127 - e.leading_zeros()) / s);
     let mut occ = 0u128;
     for r in lo_row..=hi_row {
-        occ |= (e >> (r * s)) & ((1u128 << s) - 1);
+        occ |= (e >> (r * s)) & <u128 as crate::bits::Bits>::low_mask(s);
     }
     let lo_col = occ.trailing_zeros();
     let h = hi_row - lo_row + 1;

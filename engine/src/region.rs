@@ -105,7 +105,7 @@ impl<B: Bits> Region<B> {
 #[inline]
 pub fn dominoes<B: Bits>(e: B, s: u32) -> (B, B) {
     let m = B::masks(s);
-    (e & (e >> 1) & m.not_last, e & (e >> s))
+    (e & (e >> 1) & m.not_last, e & e.down(s))
 }
 
 /// Ring cells around a domino, as (row, column) offsets from its first cell, in cycle
@@ -223,13 +223,13 @@ pub fn stays_connected<B: Bits>(e: B, i: u32, s: u32, h: u32, w: u32, vertical: 
 pub fn prune_tufts<B: Bits>(e: B, s: u32) -> B {
     let m = B::masks(s);
     // Neighbour indicators: west, east, north, south of each cell is empty.
-    let (w, east, n, south) = ((e << 1) & m.not_first, (e >> 1) & m.not_last, e << s, e >> s);
+    let (w, east, n, south) = ((e << 1) & m.not_first, (e >> 1) & m.not_last, e.up(s), e.down(s));
     let exactly_one = |a: B, b: B, c: B, d: B| (a ^ b ^ c ^ d) & !((a & b) | (c & d) | ((a ^ b) & (c ^ d)));
     let tufts = e & exactly_one(w, east, n, south);
     if tufts.is_empty() {
         return e;
     }
-    let (tw, te, tn, ts) = ((tufts << 1) & m.not_first, (tufts >> 1) & m.not_last, tufts << s, tufts >> s);
+    let (tw, te, tn, ts) = ((tufts << 1) & m.not_first, (tufts >> 1) & m.not_last, tufts.up(s), tufts.down(s));
     let two_or_more = (tw & te) | (tn & ts) | ((tw | te) & (tn | ts));
     let mut hubs = e & two_or_more;
     let mut out = e;
@@ -237,7 +237,7 @@ pub fn prune_tufts<B: Bits>(e: B, s: u32) -> B {
         let hub = hubs.lowest_bit();
         hubs ^= hub;
         // The hub's tuft neighbours, west, east, north, south; keep the first.
-        let around = (((hub >> 1) & m.not_last) | ((hub << 1) & m.not_first) | (hub >> s) | (hub << s)) & tufts;
+        let around = (((hub >> 1) & m.not_last) | ((hub << 1) & m.not_first) | hub.down(s) | hub.up(s)) & tufts;
         out ^= around ^ around.lowest_bit();
     }
     out
@@ -247,7 +247,7 @@ pub fn prune_tufts<B: Bits>(e: B, s: u32) -> B {
 #[inline]
 fn grow<B: Bits>(c: B, within: B, s: u32) -> B {
     let m = B::masks(s);
-    (c | ((c << 1) & m.not_first) | ((c >> 1) & m.not_last) | (c << s) | (c >> s)) & within
+    (c | ((c << 1) & m.not_first) | ((c >> 1) & m.not_last) | c.up(s) | c.down(s)) & within
 }
 
 /// The 4-connected component of `within` that contains the cells of `seed`.
@@ -412,7 +412,9 @@ pub fn normalize<B: Bits>(c: B, s: u32) -> AnyRegion {
         return AnyRegion::Narrow(canonical8(restride(t, s, h, w, 8) as u64));
     }
     let (t, h, w) = if h > w { (transpose(t, s, h), w, h) } else { (restride(t, s, h, w, w), h, w) };
-    if h * w <= 64 {
+    // A 1×64 strip goes to the wide path: rows of 64 cells would make shifts by the stride
+    // overflow a 64-bit word in the split test.
+    if h * w <= 64 && w < 64 {
         AnyRegion::Narrow(canonical_wide(t as u64, h, w))
     } else {
         AnyRegion::Wide(canonical_wide(t, h, w))
@@ -422,7 +424,7 @@ pub fn normalize<B: Bits>(c: B, s: u32) -> AnyRegion {
 /// Canonical form of an arbitrary (possibly disconnected) nonempty cell set given as an
 /// `h`×`w` block with stride `w`; used to key databases and tests, not by the search.
 pub fn normalize_block(x: u128, w: u32) -> AnyRegion {
-    if w <= 64 && x.count_ones() > 0 {
+    if w < 64 && x.count_ones() > 0 {
         let h = (127 - x.leading_zeros()) / w + 1;
         if h * w <= 64 {
             return normalize::<u64>(x as u64, w);

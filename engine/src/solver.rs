@@ -78,6 +78,22 @@ struct Frame {
     hit: bool,
 }
 
+impl Frame {
+    /// True when some option is known to have value `v`.
+    #[inline]
+    fn shows(&self, v: u8) -> bool {
+        v < 64 && self.present >> v & 1 == 1
+    }
+
+    /// Records that some option has value `v` (values of 64 and above are not recorded).
+    #[inline]
+    fn record(&mut self, v: u8) {
+        if v < 64 {
+            self.present |= 1 << v;
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Child {
     /// Unsettled regions are `comps[start..start+len]`, hardest first.
@@ -269,7 +285,7 @@ impl Solver {
         // Invariant: every value below k appears among the options.
         let mut k = b.floor();
         while k < b.upper {
-            if f.present >> k & 1 == 1 || b.rules_out(k) || self.find_child(&mut f, k)? {
+            if f.shows(k) || b.rules_out(k) || self.find_child(&mut f, k)? {
                 k += 1;
             } else {
                 break;
@@ -312,7 +328,7 @@ impl Solver {
     /// its parent expects not to have the value, and one such option settles that at once.
     /// Only when none has it are the values below n looked for.
     fn decide(&mut self, f: &mut Frame, b: &mut Bounds, n: u8) -> Res<bool> {
-        if b.rules_out(n) || f.present >> n & 1 == 1 {
+        if b.rules_out(n) || f.shows(n) {
             b.exclude(n);
             return Ok(false);
         }
@@ -325,7 +341,7 @@ impl Solver {
         }
         // Now g ≤ n; g = n iff every value below n appears among the options.
         for k in b.floor()..n {
-            if f.present >> k & 1 == 1 || b.rules_out(k) {
+            if f.shows(k) || b.rules_out(k) {
                 continue;
             }
             if !self.find_child(f, k)? {
@@ -358,10 +374,7 @@ impl Solver {
             }
             if let Some(v) = self.known_any(&hardest) {
                 f.children[i].done = true;
-                let v = v ^ c.xor;
-                if v < 64 {
-                    f.present |= 1 << v;
-                }
+                f.record(v ^ c.xor);
             }
         }
         Ok(false)
@@ -464,9 +477,7 @@ impl Solver {
                     }
                 }
                 if out == start {
-                    if c.xor < 64 {
-                        f.present |= 1 << c.xor;
-                    }
+                    f.record(c.xor);
                     if stop == Some(c.xor) {
                         f.hit = true;
                     }

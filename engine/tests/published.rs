@@ -39,7 +39,7 @@ fn dawsons_kayles(max: usize) -> Vec<u8> {
 
 #[test]
 fn strips_are_dawsons_kayles() {
-    let kayles = dawsons_kayles(60);
+    let kayles = dawsons_kayles(128);
     assert_eq!(&kayles[1..30], &ONE_BY_N);
     let mut s = solver();
     for (n, &want) in kayles.iter().enumerate().skip(1) {
@@ -51,7 +51,8 @@ fn strips_are_dawsons_kayles() {
 #[test]
 fn table_2_two_by_n() {
     let mut s = solver();
-    for n in 1..=21 {
+    // Up to 2×64 = 128 cells: every width and both word sizes.
+    for n in (1..=25).chain([31, 32, 33, 63, 64]) {
         assert_eq!(nimber(&mut s, &format!("2x{n}")), (n % 2) as u8, "2x{n}");
     }
 }
