@@ -58,7 +58,25 @@ pub enum DbError {
     },
 }
 
-/// An endgame database in memory.
+/// Where a database's packed entries live.
+enum Entries {
+    /// Built in this process.
+    Owned(Vec<u8>),
+    /// A loaded file, mapped read-only; `offset` skips the header.
+    Mapped { map: memmap2::Mmap, offset: usize },
+}
+
+impl std::ops::Deref for Entries {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Entries::Owned(v) => v,
+            Entries::Mapped { map, offset } => &map[*offset..],
+        }
+    }
+}
+
+/// An endgame database, built in memory or loaded from a file.
 pub struct Database {
     rows: u32,
     cols: u32,
@@ -66,7 +84,7 @@ pub struct Database {
     max_value: u8,
     checksum: u64,
     /// Packed entries.
-    data: Vec<u8>,
+    data: Entries,
 }
 
 impl Database {
@@ -105,7 +123,7 @@ impl Database {
         } else {
             values.into_iter().map(AtomicU8::into_inner).collect()
         };
-        let mut db = Database { rows, cols, bits_per_entry, max_value, checksum: 0, data };
+        let mut db = Database { rows, cols, bits_per_entry, max_value, checksum: 0, data: Entries::Owned(data) };
         db.checksum = checksum(&db.header_bytes(0), &db.data);
         Ok(db)
     }
@@ -179,7 +197,7 @@ impl Database {
         fs::rename(&tmp, path).map_err(io)
     }
 
-    /// Reads and checks a database file: magic, version, sizes and checksum must all hold.
+    /// Maps and checks a database file: magic, version, sizes and checksum must all hold.
     pub fn load(path: &Path) -> Result<Database, DbError> {
         use std::io::Read;
         let io = |source| DbError::Io { path: path.to_path_buf(), source };
@@ -215,14 +233,17 @@ impl Database {
         let stored = u64_at(CHECKSUM_AT);
         let max_value = u32_at(32).min(255) as u8;
         header[CHECKSUM_AT..CHECKSUM_AT + 8].fill(0);
-        let mut data = Vec::with_capacity(payload as usize);
-        file.read_to_end(&mut data).map_err(io)?;
-        if data.len() as u64 != payload {
+        // SAFETY: the map is read-only and private to this process. The file must not be
+        // truncated while the program runs (as for any database file in use); its contents
+        // are checked against the checksum below before any entry is used.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        if map.len() as u64 != HEADER as u64 + payload {
             return Err(bad("the file changed while it was read".into()));
         }
-        if checksum(&header, &data) != stored {
+        if checksum(&header, &map[HEADER..]) != stored {
             return Err(bad("checksum mismatch: the file is corrupt".into()));
         }
+        let data = Entries::Mapped { map, offset: HEADER };
         Ok(Database { rows, cols, bits_per_entry, max_value, checksum: stored, data })
     }
 }
@@ -301,7 +322,23 @@ impl DbSet {
             .filter(|p| p.extension().is_some_and(|x| x == "cramdb"))
             .collect();
         paths.sort();
-        let dbs = paths.iter().map(|p| Database::load(p)).collect::<Result<Vec<_>, _>>()?;
+        // Check the files on all cores: reading them dominates the start-up of a solve.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(paths.len().max(1));
+        let next = AtomicUsize::new(0);
+        let mut loaded: Vec<(usize, Result<Database, DbError>)> = std::thread::scope(|s| {
+            let load_some = || {
+                let mut out = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(path) = paths.get(i) else { return out };
+                    out.push((i, Database::load(path)));
+                }
+            };
+            let workers: Vec<_> = (0..threads).map(|_| s.spawn(load_some)).collect();
+            workers.into_iter().flat_map(|w| w.join().expect("a loader thread panicked")).collect()
+        });
+        loaded.sort_by_key(|(i, _)| *i);
+        let dbs = loaded.into_iter().map(|(_, r)| r).collect::<Result<Vec<_>, _>>()?;
         Ok(DbSet::new(dbs))
     }
 
