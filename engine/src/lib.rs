@@ -6,6 +6,8 @@
 //! and "is this position a loss for the player to move" exactly. It does no async work and
 //! no I/O besides reading and writing database files.
 
+#![warn(missing_docs)]
+
 pub mod bits;
 pub mod board;
 pub mod db;

@@ -246,7 +246,6 @@ impl Solver {
 
     /// The value of a region when it costs no search: small, paired, in a database or
     /// known exactly to the table.
-    #[inline(never)]
     fn known<B: Word>(&self, r: &Region<B>) -> Option<u8> {
         match r.cells() {
             0 | 1 => return Some(0),
