@@ -161,3 +161,58 @@ fn sparse_positions_beyond_64_cells() {
     let b = solver.solve(&strip, Mode::Nimber).unwrap().nimber;
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_tiny_table_replaces_entries_and_stays_exact() {
+    // 16 KiB of table: entries are replaced all the time; answers must not change.
+    let mut rng = Lcg(77);
+    let mut solver = Solver::new(&Config { tt_bytes: 16 << 10, pairing: true }, Arc::new(DbSet::default()));
+    let mut memo = HashMap::new();
+    for _ in 0..150 {
+        let mask = (rng.next() as u128 | rng.next() as u128) & ((1 << 24) - 1);
+        let board = Board::from_mask(4, 6, mask).unwrap();
+        let want = brute(mask, 4, 6, &mut memo);
+        assert_eq!(solver.solve(&board, Mode::Nimber).unwrap().nimber, Some(want), "{}", board.rows_string());
+    }
+    assert!(solver.table_stats().replaced > 0, "the table never filled up");
+    assert!(solver.table_bytes() <= 16 << 10);
+}
+
+#[test]
+fn interrupted_searches_leave_the_solver_exact() {
+    use cram_engine::Interrupted;
+    use std::sync::atomic::AtomicBool;
+    let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+    let board = Board::parse("4x7").unwrap();
+    // A node budget far too small: the search stops, then resumes from what it kept.
+    for _ in 0..20 {
+        solver.set_budget(5_000);
+        match solver.solve(&board, Mode::Nimber) {
+            Err(Interrupted::Budget) => continue,
+            Ok(s) => {
+                assert_eq!(s.nimber, Some(3));
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    solver.set_budget(u64::MAX);
+    assert_eq!(solver.solve(&board, Mode::Nimber).unwrap().nimber, Some(3));
+    // A raised cancel flag stops the next search; lowering it lets it finish.
+    let flag = Arc::new(AtomicBool::new(true));
+    solver.set_cancel(flag.clone());
+    assert_eq!(solver.solve(&Board::parse("5x6").unwrap(), Mode::Nimber), Err(Interrupted::Cancelled));
+    flag.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(solver.solve(&Board::parse("5x6").unwrap(), Mode::Nimber).unwrap().nimber, Some(2));
+    // Everything it learnt before and after the interruptions is still right.
+    let mut memo = HashMap::new();
+    let mut rng = Lcg(3);
+    for _ in 0..100 {
+        let mask = rng.next() as u128 & ((1 << 28) - 1) | rng.next() as u128 & ((1 << 28) - 1);
+        let b = Board::from_mask(4, 7, mask).unwrap();
+        if b.empty_count() > 22 {
+            continue;
+        }
+        assert_eq!(solver.solve(&b, Mode::Nimber).unwrap().nimber, Some(brute(mask, 4, 7, &mut memo)));
+    }
+}
