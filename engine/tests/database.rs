@@ -29,6 +29,13 @@ fn build_save_load_every_entry() {
             assert_eq!(db.value(m as u64), v, "{r}x{c} entry {m}");
         }
     }
+    // Every entry of a database also equals the engine's search (without databases).
+    let db = Database::build(3, 4, 2).unwrap();
+    let mut search = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+    for m in 0..db.entries() {
+        let b = Board::from_mask(3, 4, m as u128).unwrap();
+        assert_eq!(search.solve(&b, Mode::Nimber).unwrap().nimber, Some(db.value(m)), "{}", b.rows_string());
+    }
     // Loaded as a set, the databases answer the regions that fit them, in either orientation.
     let set = DbSet::load_dir(&dir).unwrap();
     assert_eq!(set.databases().len(), 4);
