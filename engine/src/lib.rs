@@ -5,6 +5,17 @@
 //! worth the XOR of the regions. The engine answers "what is the nimber of this position"
 //! and "is this position a loss for the player to move" exactly. It does no async work and
 //! no I/O besides reading and writing database files.
+//!
+//! ```
+//! use cram_engine::{Board, Config, DbSet, Mode, Solver};
+//! use std::sync::Arc;
+//!
+//! let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+//! let board = Board::parse("3x6").unwrap();
+//! let solution = solver.solve(&board, Mode::Nimber).unwrap();
+//! assert!(solution.first_player_wins);
+//! assert_eq!(solution.nimber, Some(4));
+//! ```
 
 #![warn(missing_docs)]
 
