@@ -21,8 +21,8 @@ pub struct BenchArgs {
     /// Runs per board and setting; the median is reported.
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
-    /// Give up on a board after this many seconds.
-    #[arg(long, default_value_t = 600)]
+    /// Give up on a board after this many seconds (6x7 takes about 15 minutes).
+    #[arg(long, default_value_t = 1800)]
     pub timeout_secs: u64,
     /// Also run with the databases in this directory.
     #[arg(long, value_name = "DIR")]
