@@ -1,6 +1,8 @@
 //! `cram bench`: the performance table. Each board is solved by a fresh `cram solve`
 //! process (so start-up and memory are counted per board), with and without databases,
-//! and the median of the runs is reported.
+//! and the median of the runs is reported. Each run is paired with a run of a baseline board
+//! just before it, and the median ratio of the two times is reported too: on a noisy
+//! machine the ratio moves much less than the seconds.
 
 use crate::report::thousands;
 use crate::Failure;
@@ -30,6 +32,9 @@ pub struct BenchArgs {
     /// Transposition table budget (MiB) passed to each solve.
     #[arg(long, default_value_t = 2048)]
     pub tt_mb: u64,
+    /// The board each run is compared with (solved without databases).
+    #[arg(long, default_value = "4x7")]
+    pub baseline: String,
 }
 
 struct Run {
@@ -73,33 +78,47 @@ fn run_once(board: &str, db: Option<&PathBuf>, a: &BenchArgs) -> Result<Option<R
     }))
 }
 
-fn median_run(board: &str, db: Option<&PathBuf>, a: &BenchArgs) -> Result<Option<Run>, Failure> {
+/// The median run of a board and the median ratio of its time to the baseline's, each
+/// run paired with a baseline run just before it; `None` when a run timed out.
+fn median_run(board: &str, db: Option<&PathBuf>, a: &BenchArgs) -> Result<Option<(Run, f64)>, Failure> {
     let mut runs = Vec::new();
+    let mut ratios = Vec::new();
     for _ in 0..a.runs.max(1) {
+        let base = run_once(&a.baseline, None, a)?
+            .ok_or_else(|| Failure::runtime(format!("bench: the baseline {} timed out", a.baseline)))?;
         match run_once(board, db, a)? {
-            Some(r) => runs.push(r),
+            Some(r) => {
+                ratios.push(r.secs / base.secs.max(1e-9));
+                runs.push(r);
+            }
             None => return Ok(None),
         }
     }
     runs.sort_by(|x, y| x.secs.total_cmp(&y.secs));
-    Ok(Some(runs.swap_remove(runs.len() / 2)))
+    ratios.sort_by(f64::total_cmp);
+    let ratio = ratios[ratios.len() / 2];
+    Ok(Some((runs.swap_remove(runs.len() / 2), ratio)))
 }
 
-fn cell(r: &Option<Run>, timeout: u64) -> String {
+fn cell(r: &Option<(Run, f64)>, timeout: u64) -> String {
     match r {
-        Some(r) => format!("{} | {} | {:.3} | {}", r.nimber, thousands(r.nodes), r.secs, r.peak_mib),
-        None => format!("– | – | > {timeout} | –"),
+        Some((r, ratio)) => {
+            format!("{} | {} | {:.3} | {:.2} | {}", r.nimber, thousands(r.nodes), r.secs, ratio, r.peak_mib)
+        }
+        None => format!("– | – | > {timeout} | – | –"),
     }
 }
 
 /// Runs the benchmark and prints a Markdown table.
 pub fn run(a: &BenchArgs) -> Result<(), Failure> {
     let boards: Vec<&str> = a.boards.split(',').map(str::trim).filter(|b| !b.is_empty()).collect();
-    let mut header = "| board | nimber | nodes | seconds | peak MiB |".to_string();
-    let mut rule = "|---|---|---:|---:|---:|".to_string();
+    crate::solve::parse_spec(&a.baseline)?;
+    let base = format!("× {}", a.baseline);
+    let mut header = format!("| board | nimber | nodes | seconds | {base} | peak MiB |");
+    let mut rule = "|---|---|---:|---:|---:|---:|".to_string();
     if a.db_dir.is_some() {
-        header += " nimber (db) | nodes (db) | seconds (db) | peak MiB (db) |";
-        rule += "---|---:|---:|---:|";
+        header += &format!(" nimber (db) | nodes (db) | seconds (db) | {base} (db) | peak MiB (db) |");
+        rule += "---|---:|---:|---:|---:|";
     }
     println!("{header}\n{rule}");
     for b in boards {
