@@ -3,11 +3,12 @@
 //!
 //! For a single region G, `g(G) = k` holds iff every value below k appears among G's options
 //! and k does not. Options split into regions: all but the hardest get exact nimbers (folded
-//! into the target by XOR), and the hardest is asked the question recursively. Values below
-//! the target are looked for first; an option found to have one of them is known exactly and
-//! skipped when the target itself is looked for, which is the pruning of Lemoine and Viennot
-//! as refined by Beling. Options whose regions are all known (trivial, paired, in a database
-//! or in the table) are settled before any search, and the rest are searched smallest first.
+//! into the target by XOR), and the hardest is asked the question recursively (Lemoine and
+//! Viennot). An option of the target value is looked for first — one settles the question —
+//! and only then the values below it, options found on the way being skipped afterwards.
+//! Options whose regions are all known (trivial, paired, in a database or in the table) are
+//! settled before any search, expansion stops at the first one known to have the asked value,
+//! and the rest are searched smallest first, central moves first among equals.
 
 use crate::bits::{row_of, Bits};
 use crate::board::Board;
@@ -101,7 +102,9 @@ struct Child {
     len: u32,
     /// XOR of the values of the option's settled regions.
     xor: u8,
+    /// Search order: sum of squared region sizes, then distance of the move from the centre.
     cost: u32,
+    /// The option's value is known (it was found, or settled on the way).
     done: bool,
 }
 
@@ -516,7 +519,7 @@ fn cancel_pairs(parts: &mut [AnyRegion]) -> usize {
     if parts.len() < 2 {
         return parts.len();
     }
-    parts.sort_unstable_by_key(region_order);
+    parts.sort_unstable();
     let mut out = 0;
     let mut i = 0;
     while i < parts.len() {
@@ -529,13 +532,6 @@ fn cancel_pairs(parts: &mut [AnyRegion]) -> usize {
         }
     }
     out
-}
-
-fn region_order(r: &AnyRegion) -> (u8, u128, u8) {
-    match r {
-        AnyRegion::Narrow(x) => (0, x.bits as u128, x.stride),
-        AnyRegion::Wide(x) => (1, x.bits, x.stride),
-    }
 }
 
 /// The regions of a board that need search, and the XOR of the values of the others
