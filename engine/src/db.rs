@@ -347,24 +347,6 @@ impl DbSet {
         &self.dbs
     }
 
-    /// True when no database is held.
-    pub fn is_empty(&self) -> bool {
-        self.dbs.is_empty()
-    }
-
-    /// A fingerprint of the set: equal sets of databases give equal fingerprints.
-    pub fn fingerprint(&self) -> u64 {
-        let mut sums: Vec<(u32, u32, u64)> = self.dbs.iter().map(|d| (d.rows, d.cols, d.checksum)).collect();
-        sums.sort();
-        let mut h = Xxh3::new();
-        for (r, c, s) in sums {
-            h.update(&r.to_le_bytes());
-            h.update(&c.to_le_bytes());
-            h.update(&s.to_le_bytes());
-        }
-        h.digest()
-    }
-
     /// The nimber of a region from a database whose rectangle holds its box, if any.
     #[inline]
     pub fn lookup(&self, r: &AnyRegion) -> Option<u8> {

@@ -205,12 +205,6 @@ impl<B: Bits> Table<B> {
             }
         }
     }
-
-    /// Forgets everything.
-    pub fn clear(&mut self) {
-        self.buckets = vec![Bucket::default(); INITIAL_BUCKETS.min(self.max_buckets)];
-        self.stats = TableStats::default();
-    }
 }
 
 #[cfg(test)]
