@@ -22,14 +22,7 @@ pub fn half_turn_check(board: &Board, sound: bool) -> bool {
         return false;
     }
     let s = board.cols();
-    let (lo_row, hi_row) = (e.trailing_zeros() / s, (127 - e.leading_zeros()) / s);
-    let mut occ = 0u128;
-    for r in lo_row..=hi_row {
-        occ |= (e >> (r * s)) & <u128 as crate::bits::Bits>::low_mask(s);
-    }
-    let lo_col = occ.trailing_zeros();
-    let h = hi_row - lo_row + 1;
-    let w = 127 - occ.leading_zeros() - lo_col + 1;
+    let (lo_row, lo_col, h, w) = bounding_box(board);
     let block = restride(e >> (lo_row * s + lo_col), s, h, w, w);
     let region = Region { bits: block, stride: w as u8, h: h as u8, w: w as u8 };
     if sound {
@@ -38,6 +31,19 @@ pub fn half_turn_check(board: &Board, sound: bool) -> bool {
     // Symmetric with no fixed cell (an odd count or the centre cell of an odd box).
     let fixed = h % 2 == 1 && w % 2 == 1 && block >> ((h / 2) * w + w / 2) & 1 == 1;
     (block.reverse_bits() >> (128 - h * w)) == block && !fixed
+}
+
+/// The bounding box of a position's empty cells (nonempty): top row, left column, height,
+/// width.
+fn bounding_box(board: &Board) -> (u32, u32, u32, u32) {
+    let (e, s) = (board.empty(), board.cols());
+    let (lo_row, hi_row) = (e.trailing_zeros() / s, (127 - e.leading_zeros()) / s);
+    let mut occ = 0u128;
+    for r in lo_row..=hi_row {
+        occ |= (e >> (r * s)) & <u128 as crate::bits::Bits>::low_mask(s);
+    }
+    let lo_col = occ.trailing_zeros();
+    (lo_row, lo_col, hi_row - lo_row + 1, 127 - occ.leading_zeros() - lo_col + 1)
 }
 
 /// The 7 non-identity symmetries of the square, acting on the bounding box of the empty
@@ -144,16 +150,12 @@ impl Verdict {
 /// The map of `sym` on board cell indices, about the empty cells' bounding box; `None` when
 /// the box cannot carry it (not square for the quarter-turns and diagonals).
 pub fn cell_map(board: &Board, sym: Symmetry) -> Option<Vec<Option<u32>>> {
-    let e = board.empty();
-    if e == 0 {
+    if board.empty() == 0 {
         return None;
     }
     let cols = board.cols();
-    let cells: Vec<u32> = (0..board.rows() * cols).filter(|&i| e >> i & 1 == 1).collect();
-    let (r0, r1) = (cells[0] / cols, cells[cells.len() - 1] / cols);
-    let c0 = cells.iter().map(|i| i % cols).min().expect("nonempty");
-    let c1 = cells.iter().map(|i| i % cols).max().expect("nonempty");
-    let (h, w) = (r1 - r0 + 1, c1 - c0 + 1);
+    let (r0, c0, h, w) = bounding_box(board);
+    let (r1, c1) = (r0 + h - 1, c0 + w - 1);
     if sym.needs_square() && h != w {
         return None;
     }
