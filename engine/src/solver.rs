@@ -250,6 +250,11 @@ impl Solver {
     /// The value of a region when it costs no search: small, paired, in a database or
     /// known exactly to the table.
     fn known<B: Word>(&self, r: &Region<B>) -> Option<u8> {
+        self.settled(r).or_else(|| B::table(self).get(r.bits, r.stride).and_then(|b| b.value()))
+    }
+
+    /// The value of a region without the table: small, paired or in a database.
+    fn settled<B: Word>(&self, r: &Region<B>) -> Option<u8> {
         match r.cells() {
             0 | 1 => return Some(0),
             2 | 3 => return Some(1),
@@ -258,10 +263,20 @@ impl Solver {
         if self.pairing && r.half_turn_paired() {
             return Some(0);
         }
-        if let Some(v) = self.dbs.lookup(&B::any(*r)) {
-            return Some(v);
+        self.dbs.lookup(&B::any(*r))
+    }
+
+    /// What the table knows of a region, or the region's value when it is settled without
+    /// search (one table probe for both).
+    fn facts<B: Word>(&self, r: &Region<B>) -> Result<Bounds, u8> {
+        if let Some(v) = self.settled(r) {
+            return Err(v);
         }
-        B::table(self).get(r.bits, r.stride).and_then(|b| b.value())
+        let b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
+        match b.value() {
+            Some(v) => Err(v),
+            None => Ok(b),
+        }
     }
 
     fn known_any(&self, r: &AnyRegion) -> Option<u8> {
@@ -277,11 +292,11 @@ impl Solver {
     }
 
     fn nimber_g<B: Word>(&mut self, r: Region<B>) -> Res<u8> {
-        if let Some(v) = self.known(&r) {
-            return Ok(v);
-        }
+        let mut b = match self.facts(&r) {
+            Ok(b) => b,
+            Err(v) => return Ok(v),
+        };
         let since = self.nodes;
-        let mut b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
         let mut f = self.expand(&r, None)?;
         b.upper = b.upper.min(f.bound);
         // Invariant: every value below k appears among the options.
@@ -299,10 +314,10 @@ impl Solver {
     }
 
     fn is_value_g<B: Word>(&mut self, r: Region<B>, n: u8) -> Res<bool> {
-        if let Some(v) = self.known(&r) {
-            return Ok(v == n);
-        }
-        let mut b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
+        let mut b = match self.facts(&r) {
+            Ok(b) => b,
+            Err(v) => return Ok(v == n),
+        };
         b.upper = b.upper.min((r.cells() / 2) as u8);
         if b.rules_out(n) {
             return Ok(false);
