@@ -3,10 +3,12 @@
 //! Subcommands: `solve` (outcome and nimber of positions), `analyze` (every move and its
 //! value), `db` (build, inspect and verify endgame databases) and `bench` (the performance
 //! table), `octal` (octal games, period proved), `pairing` (symmetry strategies), `shapes` (the shape catalogue), `root-check` (the pairing check's depth profile), `table` and `show` (tables and pictures). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
-//! 3 a database was refused.
+//! 3 a database or the coordinator's event log was refused, 4 the coordinator refused this
+//! worker or client (protocol, build, databases or token).
 
 mod analyses;
 mod bench;
+mod cluster;
 mod dbcmd;
 mod pictures;
 mod report;
@@ -47,6 +49,14 @@ enum Command {
     Table(pictures::TableArgs),
     /// Draw a position as SVG with each move's resulting nimber and the winning moves.
     Show(pictures::ShowArgs),
+    /// Serve a job to workers over gRPC, merge their results, resume after restarts.
+    Coordinator(cluster::CoordinatorArgs),
+    /// Lease units from a coordinator and solve them.
+    Worker(cluster::WorkerArgs),
+    /// Ask a running coordinator how its job is going.
+    Status(cluster::StatusArgs),
+    /// Exit 0 when a coordinator is serving (for container health checks).
+    Health(cluster::HealthArgs),
 }
 
 /// A failure with the exit code it maps to.
@@ -98,6 +108,10 @@ fn main() -> ExitCode {
         Command::RootCheck(a) => analyses::run_root_check(&a),
         Command::Table(a) => pictures::run_table(&a),
         Command::Show(a) => pictures::run_show(&a),
+        Command::Coordinator(a) => cluster::run_coordinator(&a),
+        Command::Worker(a) => cluster::run_worker(&a),
+        Command::Status(a) => cluster::run_status(&a),
+        Command::Health(a) => cluster::run_health(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

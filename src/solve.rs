@@ -1,6 +1,7 @@
 //! `cram solve` and `cram analyze`: positions in, outcome and nimber out, as text or JSON
 //! lines, one result per position in input order, with shared caches across positions.
 
+use crate::cluster::{solve_with_workers, LocalClusterArgs};
 use crate::report::{clear_progress, peak_rss_mib, terminal_progress, thousands};
 use crate::{default_db_dir, Failure};
 use clap::Args;
@@ -11,24 +12,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Engine settings shared by the commands that search.
+/// Which endgame databases to load.
 #[derive(Args, Clone, Debug)]
-pub struct EngineArgs {
+pub struct DbArgs {
     /// Do not load endgame databases.
     #[arg(long)]
     pub no_db: bool,
     /// Directory of endgame databases (*.cramdb) [default: $CRAM_DB_DIR, else ./db].
     #[arg(long, value_name = "DIR")]
     pub db_dir: Option<PathBuf>,
-    /// Do not use the half-turn pairing certificate.
-    #[arg(long)]
-    pub no_pairing: bool,
-    /// Memory budget of the transposition table, in MiB.
-    #[arg(long, value_name = "N", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
-    pub tt_mb: u64,
 }
 
-impl EngineArgs {
+impl DbArgs {
     /// The databases to use: none with `--no-db`; every file in the directory otherwise.
     /// A missing default directory means no databases; a missing explicit one is an error.
     pub fn databases(&self) -> Result<Arc<DbSet>, Failure> {
@@ -41,11 +36,26 @@ impl EngineArgs {
         }
         DbSet::load_dir(&dir).map(Arc::new).map_err(Failure::database)
     }
+}
 
+/// Engine settings shared by the commands that search.
+#[derive(Args, Clone, Debug)]
+pub struct EngineArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Do not use the half-turn pairing certificate.
+    #[arg(long)]
+    pub no_pairing: bool,
+    /// Memory budget of the transposition table, in MiB.
+    #[arg(long, value_name = "N", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub tt_mb: u64,
+}
+
+impl EngineArgs {
     /// A solver configured by these settings.
     pub fn solver(&self) -> Result<Solver, Failure> {
         let config = Config { tt_bytes: (self.tt_mb as usize) << 20, pairing: !self.no_pairing };
-        Ok(Solver::new(&config, self.databases()?))
+        Ok(Solver::new(&config, self.db.databases()?))
     }
 }
 
@@ -68,6 +78,8 @@ pub struct SolveArgs {
     pub outcome_only: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub cluster: LocalClusterArgs,
 }
 
 /// One solved position, as printed by `--json`.
@@ -127,7 +139,8 @@ pub fn solve_one(solver: &mut Solver, spec: &str, board: &Board, mode: Mode) -> 
     })
 }
 
-fn print_record(r: &SolveRecord, json: bool) {
+/// Prints one result line (text or JSON).
+pub fn print_record(r: &SolveRecord, json: bool) {
     if json {
         println!("{}", serde_json::to_string(r).expect("records serialise"));
         return;
@@ -171,11 +184,19 @@ pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
     if let Some(b) = &args.batch {
         specs.extend(batch_specs(b)?);
     }
+    if args.cluster.state.is_some() && specs.len() != 1 {
+        return Err(Failure::input("--state holds one job: give exactly one spec"));
+    }
     let mut solver = args.engine.solver()?;
     let mode = if args.outcome_only { Mode::Outcome } else { Mode::Nimber };
     let mut bad = None;
     for spec in &specs {
         match parse_spec(spec) {
+            Ok(board) if args.cluster.workers.is_some() => {
+                let e = &args.engine;
+                let record = solve_with_workers(spec, &board, mode, !e.no_pairing, e.tt_mb, &e.db, &args.cluster)?;
+                print_record(&record, args.json);
+            }
             Ok(board) => print_record(&solve_one(&mut solver, spec, &board, mode)?, args.json),
             Err(f) => {
                 if args.json {

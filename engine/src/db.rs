@@ -347,6 +347,23 @@ impl DbSet {
         &self.dbs
     }
 
+    /// A short name of exactly which databases are held (`none`, or a hash of each one's
+    /// size and checksum), so that processes can check they search with the same ones.
+    pub fn fingerprint(&self) -> String {
+        if self.dbs.is_empty() {
+            return "none".to_string();
+        }
+        let mut ids: Vec<(u32, u32, u64)> = self.dbs.iter().map(|d| (d.rows, d.cols, d.checksum())).collect();
+        ids.sort_unstable();
+        let mut h = Xxh3::new();
+        for (r, c, sum) in ids {
+            h.update(&r.to_le_bytes());
+            h.update(&c.to_le_bytes());
+            h.update(&sum.to_le_bytes());
+        }
+        format!("{}db-{:016x}", self.dbs.len(), h.digest())
+    }
+
     /// The nimber of a region from a database whose rectangle holds its box, if any.
     #[inline]
     pub fn lookup(&self, r: &AnyRegion) -> Option<u8> {

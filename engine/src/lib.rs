@@ -23,6 +23,7 @@ pub mod bits;
 pub mod board;
 pub mod db;
 pub mod octal;
+pub mod options;
 pub mod pairing;
 pub mod region;
 pub mod shapes;

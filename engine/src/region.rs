@@ -56,6 +56,53 @@ impl AnyRegion {
             AnyRegion::Wide(r) => r.dense(),
         }
     }
+
+    /// The canonical region of the cells `dense` of an `h`×`w` box (row stride `w`), or
+    /// `None` unless they are a nonempty, 4-connected set inside the box of at most 128 cells.
+    /// The inverse of [`AnyRegion::dims`] with [`AnyRegion::dense`], for data from outside.
+    pub fn from_dense(h: u32, w: u32, dense: u128) -> Option<AnyRegion> {
+        let size = h.checked_mul(w).filter(|&n| (1..=128).contains(&n))?;
+        if dense == 0 || (size < 128 && dense >> size != 0) {
+            return None;
+        }
+        if component_of(dense & dense.wrapping_neg(), dense, w) != dense {
+            return None;
+        }
+        Some(normalize_block(dense, w))
+    }
+
+    /// True when the half-turn pairs the region (see [`Region::half_turn_paired`]).
+    pub fn half_turn_paired(&self) -> bool {
+        match self {
+            AnyRegion::Narrow(r) => r.half_turn_paired(),
+            AnyRegion::Wide(r) => r.half_turn_paired(),
+        }
+    }
+
+    /// A short text name of the region, `HxW:cells` with the dense cells in hex: stable
+    /// across runs and machines, used as the key of caches, logs and work units.
+    pub fn key(&self) -> String {
+        let (h, w) = self.dims();
+        format!("{h}x{w}:{:x}", self.dense())
+    }
+
+    /// The region named by [`AnyRegion::key`], or `None` when `key` names none.
+    pub fn from_key(key: &str) -> Option<AnyRegion> {
+        let (dims, cells) = key.split_once(':')?;
+        let (h, w) = dims.split_once('x')?;
+        AnyRegion::from_dense(h.parse().ok()?, w.parse().ok()?, u128::from_str_radix(cells, 16).ok()?)
+    }
+}
+
+/// Squared distance, in half-cells, of the centre of the domino at cell `i` (`vertical`:
+/// cells i, i+s; else i, i+1) from the centre of an `h`×`w` box with row stride `s`: the
+/// search tries moves near the centre first among options of equal cost.
+#[inline]
+pub fn centre_distance(i: u32, s: u32, h: u32, w: u32, vertical: bool) -> u32 {
+    let row = row_of(i, s);
+    let dr = (row * 2 + vertical as u32) as i32 + 1 - h as i32;
+    let dc = ((i - row * s) * 2 + !vertical as u32) as i32 + 1 - w as i32;
+    (dr * dr + dc * dc) as u32
 }
 
 impl<B: Bits> Region<B> {

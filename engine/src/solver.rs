@@ -10,11 +10,11 @@
 //! settled before any search, expansion stops at the first one known to have the asked value,
 //! and the rest are searched smallest first, central moves first among equals.
 
-use crate::bits::{row_of, Bits};
+use crate::bits::Bits;
 use crate::board::Board;
 use crate::db::DbSet;
 use crate::pairing::half_turn_certificate;
-use crate::region::{for_each_component, normalize, prune_tufts, stays_connected, AnyRegion, Region};
+use crate::region::{centre_distance, for_each_component, normalize, prune_tufts, stays_connected, AnyRegion, Region};
 use crate::table::{Bounds, Table, TableStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -279,6 +279,24 @@ impl Solver {
         }
     }
 
+    /// The value of a region when it needs neither search nor table: fewer than four
+    /// cells, paired by the half-turn (with pairing on) or held by a database.
+    pub fn settled_value(&self, r: &AnyRegion) -> Option<u8> {
+        match r {
+            AnyRegion::Narrow(x) => self.settled(x),
+            AnyRegion::Wide(x) => self.settled(x),
+        }
+    }
+
+    /// Everything known of a region's nimber without search: settled, or the table's entry.
+    pub fn bounds(&self, r: &AnyRegion) -> Bounds {
+        let facts = match r {
+            AnyRegion::Narrow(x) => self.facts(x),
+            AnyRegion::Wide(x) => self.facts(x),
+        };
+        facts.unwrap_or_else(Bounds::exact)
+    }
+
     fn known_any(&self, r: &AnyRegion) -> Option<u8> {
         match r {
             AnyRegion::Narrow(x) => self.known(x),
@@ -471,10 +489,7 @@ impl Solver {
                 f.comps.truncate(start + len);
                 // Tie-break between options of equal cost: moves nearer the centre first
                 // (squared distance, in half-cells, of the domino's centre from the box's).
-                let row = row_of(i, s);
-                let dr = (row * 2 + (step == s) as u32) as i32 + 1 - h as i32;
-                let dc = ((i - row * s) * 2 + (step == 1) as u32) as i32 + 1 - w as i32;
-                let centre = (dr * dr + dc * dc) as u32;
+                let centre = centre_distance(i, s, h, w, step == s);
                 f.children.push(Child { start: start as u32, len: len as u32, xor, cost: centre, done: false });
             }
             // Second pass: settle known regions, compacting the unknown ones in place.

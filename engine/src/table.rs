@@ -58,6 +58,18 @@ impl Bounds {
         }
     }
 
+    /// A 5-byte form for caches on disk: `excluded` (little-endian) and `upper`.
+    pub fn to_bytes(self) -> [u8; 5] {
+        let e = self.excluded.to_le_bytes();
+        [e[0], e[1], e[2], e[3], self.upper]
+    }
+
+    /// Reads [`Bounds::to_bytes`]; `None` unless `v` is 5 bytes.
+    pub fn from_bytes(v: &[u8]) -> Option<Bounds> {
+        let v: &[u8; 5] = v.try_into().ok()?;
+        Some(Bounds { excluded: u32::from_le_bytes([v[0], v[1], v[2], v[3]]), upper: v[4] })
+    }
+
     /// Combines two sets of facts about the same region.
     #[inline]
     pub fn merge(self, other: Bounds) -> Bounds {
@@ -213,6 +225,9 @@ mod tests {
 
     #[test]
     fn bounds_track_exclusions_and_exact_values() {
+        let b = Bounds { excluded: 0x8000_0005, upper: 40 };
+        assert_eq!(Bounds::from_bytes(&b.to_bytes()), Some(b));
+        assert_eq!(Bounds::from_bytes(&[1, 2, 3]), None);
         let mut b = Bounds::UNKNOWN;
         assert_eq!(b.value(), None);
         b.exclude(0);

@@ -1,0 +1,475 @@
+//! The top of the search: the coordinator's part of the same AND/OR search the engine runs,
+//! over canonical regions, down to the split depth. Below it, questions become work units.
+//!
+//! Nothing here is a tree held in memory: the DAG is implied by the facts known so far.
+//! Facts are what workers reported (`Bounds` per canonical region), what this module
+//! derived from them, and what is free (small regions are solved on the spot, paired and
+//! database regions are settled). A [`Top::frontier`] walk re-derives, from the root, which
+//! questions are still open and which units would answer them, in the engine's order — the
+//! first ones are what a single engine would search next, later ones are speculation for
+//! idle workers. A unit that no longer appears has become useless and is cancelled. As the
+//! walk is a function of the facts, resuming is replaying the facts.
+//!
+//! The rules are the engine's: `g(R) = n` iff no option has value `n` and every value below
+//! `n` appears among the options; `g(R)` is the least value that does not appear; an option
+//! made of several regions has the XOR of their values, found by settling the smaller
+//! regions exactly first and then asking one question of the largest.
+
+use cram_engine::options::{options, Child};
+use cram_engine::region::AnyRegion;
+use cram_engine::solver::board_regions;
+use cram_engine::table::Bounds;
+use cram_engine::{Board, Config, DbSet, Mode, Solution, Solver};
+use cram_proto::Query;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Regions of at most this many cells are solved by the coordinator itself: each takes
+/// well under a millisecond, far less than a unit's round trip.
+pub const LOCAL_CELLS: u32 = 16;
+
+/// A question for a worker: `query` about canonical `region`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ask {
+    /// The canonical region asked about.
+    pub region: AnyRegion,
+    /// What is asked.
+    pub query: Query,
+}
+
+impl Ask {
+    /// The unit's stable name.
+    pub fn id(&self) -> String {
+        cram_proto::unit_id(&self.region, self.query)
+    }
+}
+
+/// What a walk of the top found.
+#[derive(Debug, Default)]
+pub struct Frontier {
+    /// The root's answer, once the facts decide it.
+    pub answer: Option<Solution>,
+    /// Open questions for workers, most useful first, each once.
+    pub open: Vec<Ask>,
+    /// What is known of the root's largest region (for progress reports).
+    pub root_facts: Option<Bounds>,
+}
+
+/// The top of one job's search and every fact known about its regions.
+pub struct Top {
+    regions: Vec<AnyRegion>,
+    xor: u8,
+    mode: Mode,
+    certified: bool,
+    split_depth: u32,
+    reported: HashMap<AnyRegion, Bounds>,
+    derived: HashMap<AnyRegion, Bounds>,
+    expanded: HashSet<AnyRegion>,
+    children: HashMap<AnyRegion, Arc<[Child]>>,
+    local: Solver,
+}
+
+/// One walk: the questions met that are still open, and whether anything was learnt.
+#[derive(Default)]
+struct Walk {
+    visited: HashSet<(AnyRegion, Query)>,
+    needs: Vec<Ask>,
+    learnt: bool,
+}
+
+impl Walk {
+    /// Marks an open question as met; false when it was met before in this walk.
+    fn first_visit(&mut self, r: AnyRegion, q: Query) -> bool {
+        self.visited.insert((r, q))
+    }
+}
+
+impl Top {
+    /// The top of the search of `board` in `mode`, with the engine settings the workers use.
+    pub fn new(board: &Board, mode: Mode, pairing: bool, dbs: Arc<DbSet>, split_depth: u32) -> Top {
+        let (mut regions, xor) = board_regions(board);
+        regions.sort_by_key(|r| std::cmp::Reverse(r.cells()));
+        let certified = pairing && cram_engine::pairing::half_turn_certificate(board);
+        Top {
+            regions,
+            xor,
+            mode,
+            certified,
+            split_depth,
+            reported: HashMap::new(),
+            derived: HashMap::new(),
+            expanded: HashSet::new(),
+            children: HashMap::new(),
+            local: Solver::new(&Config { tt_bytes: 64 << 20, pairing }, dbs),
+        }
+    }
+
+    /// Records facts a worker reported; true when they were news.
+    pub fn report(&mut self, region: AnyRegion, facts: Bounds) -> bool {
+        let old = self.known(&region);
+        let merged = old.merge(facts);
+        let entry = self.reported.entry(region).or_insert(Bounds::UNKNOWN);
+        *entry = entry.merge(facts);
+        merged != old
+    }
+
+    /// Marks a region whose unit ran out of budget: from now on the walk goes one ply into
+    /// it instead of asking it as a unit. True when it was not marked before.
+    pub fn expand(&mut self, region: AnyRegion) -> bool {
+        self.expanded.insert(region)
+    }
+
+    /// True when the facts already answer `ask`.
+    pub fn answers(&mut self, ask: &Ask) -> bool {
+        let b = self.known(&ask.region);
+        ask.query.answered_by(b)
+    }
+
+    /// Every reported fact (the state a restart rebuilds).
+    pub fn reported(&self) -> &HashMap<AnyRegion, Bounds> {
+        &self.reported
+    }
+
+    /// Regions split after running out of budget.
+    pub fn expanded(&self) -> &HashSet<AnyRegion> {
+        &self.expanded
+    }
+
+    /// Nodes the coordinator searched itself (regions of at most [`LOCAL_CELLS`] cells).
+    pub fn local_nodes(&self) -> u64 {
+        self.local.nodes()
+    }
+
+    /// Walks the top from the root: the answer if the facts decide it, else the open
+    /// questions in the order a single search would take them up.
+    pub fn frontier(&mut self) -> Frontier {
+        loop {
+            let mut walk = Walk::default();
+            let answer = self.walk_root(&mut walk);
+            // Something learnt during a walk may have made needs met earlier useless: walk
+            // again until a walk learns nothing, so the list holds only what still matters.
+            if !walk.learnt || answer.is_some() {
+                let root_facts = self.regions.first().copied().map(|r| self.known(&r));
+                return Frontier { answer, open: walk.needs, root_facts };
+            }
+        }
+    }
+
+    fn walk_root(&mut self, walk: &mut Walk) -> Option<Solution> {
+        if self.certified {
+            return Some(Solution { first_player_wins: false, nimber: Some(0) });
+        }
+        let regions = self.regions.clone();
+        let mut x = self.xor;
+        let mut open = false;
+        let minors = match self.mode {
+            Mode::Nimber => &regions[..],
+            Mode::Outcome => regions.get(1..).unwrap_or(&[]),
+        };
+        for r in minors {
+            match self.nimber(*r, 0, walk) {
+                Some(v) => x ^= v,
+                None => open = true,
+            }
+        }
+        if open {
+            return None;
+        }
+        match (self.mode, regions.first()) {
+            (Mode::Outcome, Some(&largest)) => {
+                let loss = self.is_value(largest, x, 0, walk)?;
+                Some(Solution { first_player_wins: !loss, nimber: loss.then_some(0) })
+            }
+            _ => Some(Solution { first_player_wins: x != 0, nimber: Some(x) }),
+        }
+    }
+
+    /// Everything known of a region: free facts, reported ones and derived ones.
+    fn known(&mut self, r: &AnyRegion) -> Bounds {
+        if let Some(v) = self.local.settled_value(r) {
+            return Bounds::exact(v);
+        }
+        if r.cells() <= LOCAL_CELLS {
+            return Bounds::exact(self.local.nimber(*r).expect("no budget or cancel on the local solver"));
+        }
+        let mut b = Bounds { excluded: 0, upper: (r.cells() / 2) as u8 };
+        for source in [&self.reported, &self.derived] {
+            if let Some(f) = source.get(r) {
+                b = b.merge(*f);
+            }
+        }
+        b
+    }
+
+    fn learn(&mut self, r: AnyRegion, facts: Bounds, walk: &mut Walk) {
+        let entry = self.derived.entry(r).or_insert(Bounds::UNKNOWN);
+        let merged = entry.merge(facts);
+        if merged != *entry {
+            *entry = merged;
+            walk.learnt = true;
+        }
+    }
+
+    fn is_leaf(&self, r: &AnyRegion, depth: u32) -> bool {
+        depth >= self.split_depth && !self.expanded.contains(r)
+    }
+
+    fn children_of(&mut self, r: &AnyRegion) -> Arc<[Child]> {
+        self.children.entry(*r).or_insert_with(|| options(r).into()).clone()
+    }
+
+    /// The value of an option when all its regions are known.
+    fn child_value(&mut self, c: &Child) -> Option<u8> {
+        let mut x = c.xor;
+        for p in &c.regions {
+            x ^= self.known(p).value()?;
+        }
+        Some(x)
+    }
+
+    /// Does option `c` have value `j`? Smaller regions are settled exactly first, then the
+    /// largest is asked one question.
+    fn child_has(&mut self, c: &Child, j: u8, depth: u32, walk: &mut Walk) -> Option<bool> {
+        let Some((&largest, minors)) = c.regions.split_first() else {
+            return Some(c.xor == j);
+        };
+        let mut x = c.xor;
+        let mut open = false;
+        for p in minors {
+            match self.nimber(*p, depth, walk) {
+                Some(v) => x ^= v,
+                None => open = true,
+            }
+        }
+        if open {
+            return None;
+        }
+        self.is_value(largest, j ^ x, depth, walk)
+    }
+
+    /// Looks for an option of value `j`, options already known first. Some(false) when
+    /// every option is known not to have it.
+    fn find_child(&mut self, cs: &[Child], j: u8, depth: u32, walk: &mut Walk) -> Option<bool> {
+        if cs.iter().any(|c| self.child_value(c) == Some(j)) {
+            return Some(true);
+        }
+        let mut open = false;
+        for c in cs {
+            match self.child_has(c, j, depth, walk) {
+                Some(true) => return Some(true),
+                Some(false) => {}
+                None => open = true,
+            }
+        }
+        if open {
+            None
+        } else {
+            Some(false)
+        }
+    }
+
+    /// Is `g(r) = n`?
+    fn is_value(&mut self, r: AnyRegion, n: u8, depth: u32, walk: &mut Walk) -> Option<bool> {
+        let b = self.known(&r);
+        if let Some(v) = b.value() {
+            return Some(v == n);
+        }
+        if b.rules_out(n) {
+            return Some(false);
+        }
+        let query = Query::IsValue(n);
+        if !walk.first_visit(r, query) {
+            return None;
+        }
+        if self.is_leaf(&r, depth) {
+            walk.needs.push(Ask { region: r, query });
+            return None;
+        }
+        let cs = self.children_of(&r);
+        let mut not_n = b;
+        not_n.exclude(n);
+        // An option of value n refutes at once.
+        let mut open = match self.find_child(&cs, n, depth + 1, walk) {
+            Some(true) => {
+                self.learn(r, not_n, walk);
+                return Some(false);
+            }
+            Some(false) => false,
+            None => true,
+        };
+        // Every value below n must appear; the first one not yet found is looked for.
+        for j in b.floor()..n {
+            match self.find_child(&cs, j, depth + 1, walk) {
+                Some(true) => continue,
+                Some(false) => {
+                    // g(r) ≤ j < n.
+                    self.learn(r, Bounds { upper: j, ..not_n }, walk);
+                    return Some(false);
+                }
+                None => {
+                    open = true;
+                    break;
+                }
+            }
+        }
+        if open {
+            return None;
+        }
+        self.learn(r, Bounds::exact(n), walk);
+        Some(true)
+    }
+
+    /// The nimber of `r`: the least value no option has.
+    fn nimber(&mut self, r: AnyRegion, depth: u32, walk: &mut Walk) -> Option<u8> {
+        let b = self.known(&r);
+        if let Some(v) = b.value() {
+            return Some(v);
+        }
+        if !walk.first_visit(r, Query::Nimber) {
+            return None;
+        }
+        if self.is_leaf(&r, depth) {
+            walk.needs.push(Ask { region: r, query: Query::Nimber });
+            return None;
+        }
+        let cs = self.children_of(&r);
+        // Every value below the floor appears among the options (g ≥ floor).
+        let mut k = b.floor();
+        loop {
+            let appears = b.rules_out(k) || self.find_child(&cs, k, depth + 1, walk)?;
+            if !appears {
+                self.learn(r, Bounds::exact(k), walk);
+                return Some(k);
+            }
+            k += 1;
+        }
+    }
+}
+
+/// The least split depth at which the top has at least `target` distinct regions to ask
+/// about (regions of more than [`LOCAL_CELLS`] cells), capped at 6 plies.
+pub fn depth_for_units(board: &Board, target: usize) -> u32 {
+    let mut level: HashSet<AnyRegion> =
+        board_regions(board).0.into_iter().filter(|r| r.cells() > LOCAL_CELLS).collect();
+    for depth in 0..6 {
+        if level.len() >= target || level.is_empty() {
+            return depth;
+        }
+        level = level.iter().flat_map(options).flat_map(|c| c.regions).filter(|r| r.cells() > LOCAL_CELLS).collect();
+    }
+    6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine_answer(board: &Board, mode: Mode, pairing: bool) -> Solution {
+        let mut s = Solver::new(&Config { tt_bytes: 16 << 20, pairing }, Arc::new(DbSet::default()));
+        s.solve(board, mode).unwrap()
+    }
+
+    /// Plays the coordinator with a perfect worker that answers units in the order given,
+    /// `width` at a time, and returns the answer and the number of units solved.
+    fn drive(
+        board: &Board,
+        mode: Mode,
+        pairing: bool,
+        depth: u32,
+        width: usize,
+        budget: Option<u32>,
+    ) -> (Solution, usize) {
+        let mut top = Top::new(board, mode, pairing, Arc::new(DbSet::default()), depth);
+        let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing }, Arc::new(DbSet::default()));
+        let mut units = 0;
+        loop {
+            let f = top.frontier();
+            if let Some(a) = f.answer {
+                return (a, units);
+            }
+            assert!(!f.open.is_empty(), "an undecided top with nothing to ask");
+            for ask in f.open.iter().take(width) {
+                units += 1;
+                // A budget "runs out" on regions larger than the budget's cell count.
+                if budget.is_some_and(|cells| ask.region.cells() > cells) && top.expand(ask.region) {
+                    continue;
+                }
+                let facts = match ask.query {
+                    Query::Nimber => Bounds::exact(oracle.nimber(ask.region).unwrap()),
+                    Query::IsValue(k) => {
+                        if oracle.is_value(ask.region, k).unwrap() {
+                            Bounds::exact(k)
+                        } else {
+                            let mut b = Bounds::UNKNOWN;
+                            b.exclude(k);
+                            b
+                        }
+                    }
+                };
+                top.report(ask.region, facts);
+            }
+        }
+    }
+
+    #[test]
+    fn merged_answers_equal_the_engines() {
+        for spec in ["3x7", "4x5", "4x6", "5x5", "3x8", "2x9", "...../..#../...../.#.../.....", "3x3"] {
+            let board = Board::parse(spec).unwrap();
+            for mode in [Mode::Nimber, Mode::Outcome] {
+                for pairing in [true, false] {
+                    let want = engine_answer(&board, mode, pairing);
+                    for (depth, width) in [(0, 1), (1, 1), (2, 1), (2, 3), (3, 8)] {
+                        let (got, _) = drive(&board, mode, pairing, depth, width, None);
+                        assert_eq!(got, want, "{spec} {mode:?} pairing {pairing} depth {depth} width {width}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn several_regions_and_splits() {
+        // Two separate regions and a spare domino.
+        let board = Board::parse("....#..../....#..../....#....").unwrap();
+        for mode in [Mode::Nimber, Mode::Outcome] {
+            let want = engine_answer(&board, mode, false);
+            let (got, _) = drive(&board, mode, false, 1, 2, None);
+            assert_eq!(got, want);
+            // Every unit of more than 17 cells "runs out of budget" and is split.
+            let (got, _) = drive(&board, mode, false, 0, 2, Some(17));
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn certified_and_tiny_boards_need_no_units() {
+        let (a, units) = drive(&Board::parse("4x4").unwrap(), Mode::Nimber, true, 2, 1, None);
+        assert_eq!((a.nimber, units), (Some(0), 0));
+        let (a, units) = drive(&Board::parse("3x4").unwrap(), Mode::Nimber, false, 2, 1, None);
+        assert_eq!((a, units), (engine_answer(&Board::parse("3x4").unwrap(), Mode::Nimber, false), 0));
+    }
+
+    #[test]
+    fn split_depth_from_a_unit_target() {
+        let board = Board::parse("4x8").unwrap();
+        assert_eq!(depth_for_units(&board, 1), 0);
+        assert_eq!(depth_for_units(&board, 10), 1);
+        assert_eq!(depth_for_units(&board, 200), 2);
+        assert_eq!(depth_for_units(&Board::parse("3x4").unwrap(), 100), 0);
+    }
+
+    #[test]
+    fn a_decided_question_leaves_the_frontier() {
+        let board = Board::parse("4x6").unwrap();
+        let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2);
+        let first = top.frontier().open;
+        assert!(first.len() > 1);
+        let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing: false }, Arc::new(DbSet::default()));
+        let ask = first[0];
+        let v = oracle.nimber(ask.region).unwrap();
+        assert!(top.report(ask.region, Bounds::exact(v)));
+        assert!(!top.report(ask.region, Bounds::exact(v)), "the same facts again are no news");
+        assert!(top.answers(&ask));
+        assert!(!top.frontier().open.contains(&ask));
+    }
+}

@@ -1,0 +1,257 @@
+//! The coordinator–worker protocol (`cram.proto`, gRPC via tonic/prost) and what both sides
+//! share: the protocol version, conversions between wire messages and engine types with
+//! validation of everything that arrives, unit names, and the bearer-token check.
+
+#![warn(missing_docs)]
+
+use cram_engine::region::AnyRegion;
+use cram_engine::table::Bounds;
+use std::path::Path;
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Status};
+
+/// Generated messages and service stubs.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod pb {
+    tonic::include_proto!("cram.v1");
+}
+
+/// Bumped on every incompatible change of `cram.proto` or of what a unit means.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The build a worker must match: same package version and engine, so that both sides
+/// agree on canonical forms and on what a search does.
+pub const BUILD_ID: &str = concat!("cram-", env!("CARGO_PKG_VERSION"));
+
+/// The wire form of a canonical region.
+pub fn region_to_pb(r: &AnyRegion) -> pb::Region {
+    let (h, w) = r.dims();
+    let dense = r.dense().to_le_bytes();
+    let len = dense.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    pb::Region { height: h, width: w, cells: dense[..len].to_vec() }
+}
+
+/// A region from the wire, checked: a nonempty, connected set inside its box of at most
+/// 128 cells, returned in canonical form.
+pub fn region_from_pb(r: Option<&pb::Region>) -> Result<AnyRegion, Status> {
+    let r = r.ok_or_else(|| Status::invalid_argument("missing region"))?;
+    if r.cells.len() > 16 {
+        return Err(Status::invalid_argument("region cells longer than 16 bytes"));
+    }
+    let mut bytes = [0u8; 16];
+    bytes[..r.cells.len()].copy_from_slice(&r.cells);
+    AnyRegion::from_dense(r.height, r.width, u128::from_le_bytes(bytes))
+        .ok_or_else(|| Status::invalid_argument(format!("not a connected region of a {}x{} box", r.height, r.width)))
+}
+
+/// The wire form of what is known of a nimber.
+pub fn facts_to_pb(b: Bounds) -> pb::Facts {
+    pb::Facts { excluded: b.excluded, upper: b.upper as u32 }
+}
+
+/// Facts from the wire (an upper bound above 255 means none).
+pub fn facts_from_pb(f: Option<&pb::Facts>) -> Bounds {
+    f.map_or(Bounds::UNKNOWN, |f| Bounds { excluded: f.excluded, upper: f.upper.min(255) as u8 })
+}
+
+/// A work unit's question about its region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Query {
+    /// The exact nimber.
+    Nimber,
+    /// Is the nimber this value?
+    IsValue(u8),
+}
+
+impl Query {
+    /// The wire form.
+    pub fn to_pb(self) -> pb::unit::Query {
+        match self {
+            Query::Nimber => pb::unit::Query::Nimber(true),
+            Query::IsValue(k) => pb::unit::Query::IsValue(k as u32),
+        }
+    }
+
+    /// From the wire; a missing query or a value above 255 is invalid.
+    pub fn from_pb(q: Option<&pb::unit::Query>) -> Result<Query, Status> {
+        match q {
+            Some(pb::unit::Query::Nimber(_)) => Ok(Query::Nimber),
+            Some(pb::unit::Query::IsValue(k)) if *k <= 255 => Ok(Query::IsValue(*k as u8)),
+            _ => Err(Status::invalid_argument("unit without a valid query")),
+        }
+    }
+
+    /// True when `facts` answer the question.
+    pub fn answered_by(self, facts: Bounds) -> bool {
+        match self {
+            Query::Nimber => facts.value().is_some(),
+            Query::IsValue(k) => facts.value().is_some() || facts.rules_out(k),
+        }
+    }
+}
+
+/// The name of the unit asking `query` of `region`: the same in every run, so results can
+/// be matched to units across restarts (`3x7:1fffff?2` asks "is it *2", `…=` asks the nimber).
+pub fn unit_id(region: &AnyRegion, query: Query) -> String {
+    match query {
+        Query::Nimber => format!("{}=", region.key()),
+        Query::IsValue(k) => format!("{}?{k}", region.key()),
+    }
+}
+
+/// The region and query a unit name stands for, or `None` when `id` names no unit.
+pub fn parse_unit_id(id: &str) -> Option<(AnyRegion, Query)> {
+    if let Some(key) = id.strip_suffix('=') {
+        return Some((AnyRegion::from_key(key)?, Query::Nimber));
+    }
+    let (key, k) = id.rsplit_once('?')?;
+    Some((AnyRegion::from_key(key)?, Query::IsValue(k.parse().ok()?)))
+}
+
+/// Reads a token file: its content without surrounding whitespace, which must not be empty.
+pub fn read_token(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("token file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() || token.contains(char::is_whitespace) {
+        return Err(format!("token file {}: empty or contains whitespace", path.display()));
+    }
+    Ok(token.to_string())
+}
+
+/// A client interceptor that adds `authorization: Bearer <token>` to every request.
+#[derive(Clone)]
+pub struct AddToken(pub Option<MetadataValue<tonic::metadata::Ascii>>);
+
+impl AddToken {
+    /// An interceptor for `token` (none: requests go out unchanged).
+    pub fn new(token: Option<&str>) -> Result<AddToken, String> {
+        let value = token
+            .map(|t| format!("Bearer {t}").parse().map_err(|_| "token is not printable ASCII".to_string()))
+            .transpose()?;
+        Ok(AddToken(value))
+    }
+}
+
+impl tonic::service::Interceptor for AddToken {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// True when the request carries `authorization: Bearer <token>` (compared in constant time).
+pub fn has_token(req: &Request<()>, token: &str) -> bool {
+    let Some(given) = req.metadata().get("authorization").and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let expected = format!("Bearer {token}");
+    given.len() == expected.len() && given.bytes().zip(expected.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// The client type both workers and `cram status` use.
+pub type Client = pb::coordinator_client::CoordinatorClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, AddToken>,
+>;
+
+fn endpoint(url: &str) -> Result<tonic::transport::Endpoint, String> {
+    Ok(tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|e| format!("coordinator address {url:?}: {e}"))?
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .timeout(std::time::Duration::from_secs(30)))
+}
+
+/// Connects to a coordinator at `url` (`http://host:port`) now, adding `token` to every call.
+pub async fn connect(url: &str, token: Option<&str>) -> Result<Client, String> {
+    let channel = endpoint(url)?.connect().await.map_err(|e| format!("cannot reach the coordinator at {url}: {e}"))?;
+    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token)?))
+}
+
+/// A client for a coordinator at `url` that connects on first use and reconnects after
+/// failures (calls fail with UNAVAILABLE while the coordinator is away).
+pub fn client(url: &str, token: Option<&str>) -> Result<Client, String> {
+    let channel = endpoint(url)?.connect_lazy();
+    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token)?))
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Opens a sled database with the given cache size (sled's default is 1 GiB). One held by
+/// another process is an error naming that; one that cannot be opened otherwise (damaged by
+/// a hard kill) is moved aside to `<path>.corrupt-<time>` with a warning and started afresh —
+/// both of cram's sled databases can be rebuilt (the coordinator's from its event log, a
+/// worker's cache by searching again).
+pub fn open_sled(path: &Path, cache_bytes: u64) -> Result<sled::Db, String> {
+    let open = || {
+        let config = sled::Config::new().path(path).cache_capacity(cache_bytes);
+        // sled can panic on some damaged files instead of returning an error.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open()))
+            .unwrap_or_else(|_| Err(sled::Error::Unsupported("sled panicked while opening".into())))
+    };
+    match open() {
+        Ok(db) => Ok(db),
+        Err(sled::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("lock") => {
+            Err(format!("{} is in use by another process ({e})", path.display()))
+        }
+        Err(e) => {
+            let aside = path.with_extension(format!("corrupt-{}", unix_secs()));
+            tracing::warn!(path = %path.display(), moved_to = %aside.display(), error = %e, "sled database cannot be opened; moving it aside and starting afresh");
+            std::fs::rename(path, &aside).map_err(|e| format!("cannot move {} aside: {e}", path.display()))?;
+            open().map_err(|e| format!("{}: {e}", path.display()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cram_engine::solver::board_regions;
+    use cram_engine::Board;
+
+    #[test]
+    fn regions_survive_the_wire_and_bad_ones_are_refused() {
+        for spec in ["3x11", "4x8", "8x16", "1x128", "..#/.../#.."] {
+            for r in board_regions(&Board::parse(spec).unwrap()).0 {
+                assert_eq!(region_from_pb(Some(&region_to_pb(&r))).unwrap(), r, "{spec}");
+            }
+        }
+        let bad = |h, w, cells: Vec<u8>| region_from_pb(Some(&pb::Region { height: h, width: w, cells })).is_err();
+        assert!(bad(2, 2, vec![0b1001]));
+        assert!(bad(2, 2, vec![]));
+        assert!(bad(1, 2, vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]));
+        assert!(bad(200, 1, vec![1]));
+        assert!(region_from_pb(None).is_err());
+    }
+
+    #[test]
+    fn queries_and_facts() {
+        let exact = Bounds::exact(3);
+        assert!(Query::Nimber.answered_by(exact) && Query::IsValue(5).answered_by(exact));
+        let mut not_two = Bounds::UNKNOWN;
+        not_two.exclude(2);
+        assert!(Query::IsValue(2).answered_by(not_two) && !Query::IsValue(1).answered_by(not_two));
+        assert_eq!(facts_from_pb(Some(&facts_to_pb(not_two))), not_two);
+        assert_eq!(Query::from_pb(Some(&Query::IsValue(7).to_pb())).unwrap(), Query::IsValue(7));
+        assert!(Query::from_pb(Some(&pb::unit::Query::IsValue(300))).is_err());
+        let r = AnyRegion::from_key("3x7:1fffff").unwrap();
+        for q in [Query::Nimber, Query::IsValue(0), Query::IsValue(12)] {
+            assert_eq!(parse_unit_id(&unit_id(&r, q)), Some((r, q)));
+        }
+        for bad in ["3x7:1fffff", "3x7:1fffff?", "3x7:1fffff?300", "x?1", "3x7:9=?1"] {
+            assert_eq!(parse_unit_id(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens() {
+        let mut add = AddToken::new(Some("s3cret")).unwrap();
+        let req = tonic::service::Interceptor::call(&mut add, Request::new(())).unwrap();
+        assert!(has_token(&req, "s3cret"));
+        assert!(!has_token(&req, "s3creT"));
+        assert!(!has_token(&Request::new(()), "s3cret"));
+    }
+}

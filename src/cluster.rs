@@ -1,0 +1,524 @@
+//! The cluster commands: `cram coordinator`, `cram worker`, `cram status`, `cram health`,
+//! and `cram solve --workers N`, which runs the same coordinator and N workers in this
+//! process over loopback gRPC, so the local and the cluster path are one code path.
+
+use crate::solve::{parse_spec, print_record, DbArgs, SolveRecord};
+use crate::Failure;
+use clap::{Args, ValueEnum};
+use cram_coordinator::{CoordError, Finished, Settings as CoordSettings, Split};
+use cram_engine::{Board, Mode};
+use cram_worker::{Settings as WorkerSettings, WorkerError};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Logging options of the long-running commands.
+#[derive(Args, Clone, Debug)]
+pub struct LogArgs {
+    /// Log format (levels from RUST_LOG, default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How a job is split into units (shared by `coordinator` and `solve --workers`).
+#[derive(Args, Clone, Debug)]
+pub struct SplitArgs {
+    /// Expand the root this many plies before asking workers [default: 2].
+    #[arg(long, value_name = "N", conflicts_with = "target_units", value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub split_depth: Option<u32>,
+    /// Instead of a depth: the least depth with at least N distinct regions to ask about.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub target_units: Option<u64>,
+    /// Node budget of one unit; a unit that needs more comes back unfinished and is split.
+    #[arg(long, value_name = "N", default_value_t = 50_000_000, value_parser = clap::value_parser!(u64).range(1000..))]
+    pub unit_nodes: u64,
+    /// A unit whose heartbeats show no progress for this long is reissued.
+    #[arg(long, value_name = "S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lease_secs: u64,
+}
+
+impl SplitArgs {
+    fn split(&self) -> Split {
+        match (self.split_depth, self.target_units) {
+            (_, Some(n)) => Split::TargetUnits(n as usize),
+            (d, None) => Split::Depth(d.unwrap_or(2)),
+        }
+    }
+}
+
+/// What a job computes.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum JobMode {
+    /// The exact nimber.
+    Nimber,
+    /// Only who wins.
+    Outcome,
+}
+
+/// Arguments of `cram coordinator`.
+#[derive(Args, Debug)]
+pub struct CoordinatorArgs {
+    /// Address to serve on, e.g. 0.0.0.0:7700 (port 0: any free port, see --port-file).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: String,
+    /// State directory: event log and index. Started again on it, the coordinator resumes.
+    #[arg(long, value_name = "DIR")]
+    pub state: PathBuf,
+    /// The position (same forms as `cram solve`).
+    #[arg(long, value_name = "SPEC")]
+    pub job: String,
+    /// Nimber or only the outcome.
+    #[arg(long, value_enum, default_value_t = JobMode::Nimber)]
+    pub mode: JobMode,
+    #[command(flatten)]
+    pub split: SplitArgs,
+    /// File holding the token every call must carry.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Seconds between progress lines in the log.
+    #[arg(long, value_name = "S", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub progress_secs: u64,
+    /// After the answer, keep telling polling workers "done" for this many seconds.
+    #[arg(long, value_name = "S", default_value_t = 5)]
+    pub linger_secs: u64,
+    /// Write the address actually bound to FILE once serving.
+    #[arg(long, value_name = "FILE")]
+    pub port_file: Option<PathBuf>,
+    /// Do not use the half-turn pairing certificate (coordinator and workers).
+    #[arg(long)]
+    pub no_pairing: bool,
+    /// Print the result as the JSON object `cram solve --json` prints.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// Arguments of `cram worker`.
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// The coordinator's URL, e.g. http://coordinator:7700.
+    #[arg(long, value_name = "URL")]
+    pub coordinator: String,
+    /// Search threads [default: number of cores].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: Option<u32>,
+    /// Directory of the answer cache (sled); kept across restarts.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// File holding the token.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Transposition table memory over all threads, in MiB.
+    #[arg(long, value_name = "N", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub tt_mb: u64,
+    /// Name shown in the coordinator's status [default: host name].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Seconds between summary lines in the log.
+    #[arg(long, value_name = "S", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub progress_secs: u64,
+    /// Protocol version to announce (for testing refusals).
+    #[arg(long, hide = true)]
+    pub announce_protocol: Option<u32>,
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// Arguments of `cram status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The coordinator's URL, e.g. http://127.0.0.1:7700.
+    #[arg(long, value_name = "URL")]
+    pub coordinator: String,
+    /// File holding the token.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Print the status document as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `cram health`.
+#[derive(Args, Debug)]
+pub struct HealthArgs {
+    /// The coordinator's address, e.g. 127.0.0.1:7700.
+    #[arg(long, value_name = "ADDR")]
+    pub addr: String,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "S", default_value_t = 3)]
+    pub timeout_secs: u64,
+}
+
+/// Settings of `cram solve --workers N`.
+#[derive(Args, Debug, Clone)]
+pub struct LocalClusterArgs {
+    /// Solve through the cluster path with N workers in this process [N default: cores].
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "0")]
+    pub workers: Option<u32>,
+    /// With --workers: keep the job's state here, so an interrupted solve resumes.
+    #[arg(long, value_name = "DIR", requires = "workers")]
+    pub state: Option<PathBuf>,
+    #[command(flatten)]
+    pub split: SplitArgs,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Failure::runtime)
+}
+
+/// Sets up logging to standard error; `RUST_LOG` overrides `default_level`.
+pub fn init_logging(format: LogFormat, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn signalled() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+fn read_token(path: &Option<PathBuf>) -> Result<Option<String>, Failure> {
+    path.as_deref().map(|p| cram_proto::read_token(p).map_err(Failure::input)).transpose()
+}
+
+fn coord_failure(e: CoordError) -> Failure {
+    use cram_coordinator::store::StoreError;
+    match e {
+        CoordError::Store(StoreError::OtherJob { .. }) => Failure::input(e),
+        CoordError::Store(StoreError::Corrupt { .. }) => Failure::database(e),
+        e => Failure::runtime(e),
+    }
+}
+
+fn worker_failure(e: WorkerError) -> Failure {
+    match e {
+        WorkerError::Refused(_) => Failure { code: 4, message: e.to_string() },
+        WorkerError::Setup(_) => Failure::runtime(e),
+    }
+}
+
+fn record(spec: &str, board: &Board, f: &Finished) -> SolveRecord {
+    SolveRecord {
+        spec: spec.to_string(),
+        rows: board.rows(),
+        cols: board.cols(),
+        empty: board.empty_count(),
+        outcome: if f.solution.first_player_wins { "first" } else { "second" },
+        nimber: f.solution.nimber,
+        nodes: f.nodes,
+        millis: f.millis,
+        peak_mib: crate::report::peak_rss_mib(),
+    }
+}
+
+fn engine_mode(m: JobMode) -> Mode {
+    match m {
+        JobMode::Nimber => Mode::Nimber,
+        JobMode::Outcome => Mode::Outcome,
+    }
+}
+
+/// Runs `cram coordinator`.
+pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
+    init_logging(a.log.log_format, "info");
+    let board = parse_spec(&a.job)?;
+    let token = read_token(&a.token_file)?;
+    let settings = CoordSettings {
+        board,
+        spec: a.job.clone(),
+        mode: engine_mode(a.mode),
+        pairing: !a.no_pairing,
+        split: a.split.split(),
+        unit_nodes: a.split.unit_nodes,
+        lease: Duration::from_secs(a.split.lease_secs),
+        progress: Duration::from_secs(a.progress_secs),
+        token,
+        dbs: a.db.databases()?,
+        linger: Duration::from_secs(a.linger_secs),
+        state_dir: a.state.clone(),
+        answered: None,
+    };
+    let rt = runtime()?;
+    let finished = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(&a.listen)
+            .await
+            .map_err(|e| Failure::input(format!("--listen {}: {e}", a.listen)))?;
+        if let Some(p) = &a.port_file {
+            let addr = listener.local_addr().map_err(Failure::runtime)?;
+            write_atomically(p, &addr.to_string())?;
+        }
+        cram_coordinator::run(settings, listener, signalled()).await.map_err(coord_failure)
+    })?;
+    print_record(&record(&a.job, &board, &finished), a.json);
+    Ok(())
+}
+
+/// Writes `text` to `path` through a temporary file, so readers never see half of it.
+fn write_atomically(path: &Path, text: &str) -> Result<(), Failure> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| Failure::runtime(format!("{}: {e}", path.display())))
+}
+
+fn default_threads() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "worker".to_string())
+}
+
+/// Runs `cram worker`.
+pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
+    init_logging(a.log.log_format, "info");
+    let settings = WorkerSettings {
+        url: a.coordinator.clone(),
+        name: a.name.clone().unwrap_or_else(host_name),
+        threads: a.threads.unwrap_or_else(default_threads) as usize,
+        cache_dir: a.cache.clone(),
+        dbs: a.db.databases()?,
+        tt_bytes: (a.tt_mb as usize) << 20,
+        token: read_token(&a.token_file)?,
+        protocol: a.announce_protocol.unwrap_or(cram_proto::PROTOCOL_VERSION),
+        build: cram_proto::BUILD_ID.to_string(),
+        progress: Duration::from_secs(a.progress_secs),
+    };
+    let summary = runtime()?.block_on(cram_worker::run(settings, signalled())).map_err(worker_failure)?;
+    if let Some(d) = summary.done {
+        let value = d.nimber.map_or_else(String::new, |n| format!(", nimber *{n}"));
+        eprintln!("cram worker: job done: {} player wins{value}", d.outcome);
+    }
+    Ok(())
+}
+
+/// Runs `cram status`.
+pub fn run_status(a: &StatusArgs) -> Result<(), Failure> {
+    let token = read_token(&a.token_file)?;
+    let json = runtime()?.block_on(async {
+        let mut client = cram_proto::connect(&a.coordinator, token.as_deref()).await.map_err(Failure::runtime)?;
+        let reply = client.status(cram_proto::pb::StatusRequest {}).await.map_err(|e| match e.code() {
+            tonic::Code::Unauthenticated => Failure { code: 4, message: format!("refused: {}", e.message()) },
+            _ => Failure::runtime(format!("status: {}", e.message())),
+        })?;
+        Ok::<_, Failure>(reply.into_inner().json)
+    })?;
+    if a.json {
+        println!("{json}");
+        return Ok(());
+    }
+    let v: serde_json::Value = serde_json::from_str(&json).map_err(Failure::runtime)?;
+    print!("{}", status_text(&v));
+    Ok(())
+}
+
+/// The status document as a few lines for people.
+fn status_text(v: &serde_json::Value) -> String {
+    let u = &v["units"];
+    let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
+    let mut out = format!(
+        "job {} ({}): {}, {:.1} s\n",
+        v["job"].as_str().unwrap_or("?"),
+        v["mode"].as_str().unwrap_or("?"),
+        v["state"].as_str().unwrap_or("?"),
+        v["elapsed_secs"].as_f64().unwrap_or(0.0)
+    );
+    out += &format!(
+        "units: {} total, {} pending, {} leased, {} done, {} cancelled, {} split, {} expired, {} from cache\n",
+        n(&u["total"]),
+        n(&u["pending"]),
+        n(&u["leased"]),
+        n(&u["done"]),
+        n(&u["cancelled"]),
+        n(&u["split"]),
+        n(&u["expired"]),
+        n(&u["from_cache"])
+    );
+    out += &format!(
+        "nodes: {} ({:.0} nodes/s)\nroot: {}\n",
+        crate::report::thousands(n(&v["nodes"])),
+        v["nodes_per_sec"].as_f64().unwrap_or(0.0),
+        v["root"].as_str().unwrap_or("?")
+    );
+    match (&v["answer"], v["eta_secs"].as_u64()) {
+        (a, _) if a.is_object() => {
+            let nimber = a["nimber"].as_u64().map_or_else(String::new, |x| format!(", nimber *{x}"));
+            out += &format!("answer: {} player wins{nimber}\n", a["outcome"].as_str().unwrap_or("?"));
+        }
+        (_, Some(eta)) => out += &format!("ETA: about {eta} s\n"),
+        _ => out += "ETA: unknown\n",
+    }
+    let workers = v["workers"].as_array().cloned().unwrap_or_default();
+    out += &format!("workers: {}\n", workers.len());
+    for w in workers {
+        let units: Vec<&str> =
+            w["units"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
+        out += &format!(
+            "  {} ({} threads): heard {:.1} s ago, {} nodes, units: {}\n",
+            w["id"].as_str().unwrap_or("?"),
+            n(&w["threads"]),
+            w["last_heartbeat_secs"].as_f64().unwrap_or(0.0),
+            crate::report::thousands(n(&w["nodes"])),
+            if units.is_empty() { "none".to_string() } else { units.join(" ") }
+        );
+    }
+    out
+}
+
+/// Runs `cram health`: exit 0 when the coordinator at `addr` serves (its state is loaded).
+pub fn run_health(a: &HealthArgs) -> Result<(), Failure> {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+    let url = format!("http://{}", a.addr);
+    let status = runtime()?.block_on(async {
+        let check = async {
+            let channel = tonic::transport::Endpoint::from_shared(url.clone())
+                .map_err(|e| e.to_string())?
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
+            let reply = HealthClient::new(channel)
+                .check(HealthCheckRequest { service: String::new() })
+                .await
+                .map_err(|e| e.message().to_string())?;
+            Ok::<_, String>(reply.into_inner().status)
+        };
+        tokio::time::timeout(Duration::from_secs(a.timeout_secs), check).await.unwrap_or(Err("timed out".into()))
+    });
+    match status {
+        Ok(s) if s == ServingStatus::Serving as i32 => {
+            println!("serving");
+            Ok(())
+        }
+        Ok(s) => Err(Failure::runtime(format!("{}: not serving (status {s})", a.addr))),
+        Err(e) => Err(Failure::runtime(format!("{}: {e}", a.addr))),
+    }
+}
+
+/// Solves `board` through the cluster path: a coordinator and `workers` workers in this
+/// process on a loopback port, with the state in `state` (a temporary directory if none).
+pub fn solve_with_workers(
+    spec: &str,
+    board: &Board,
+    mode: Mode,
+    pairing: bool,
+    tt_mb: u64,
+    db: &DbArgs,
+    local: &LocalClusterArgs,
+) -> Result<SolveRecord, Failure> {
+    init_logging(LogFormat::Text, "warn");
+    let n = match local.workers {
+        Some(0) | None => default_threads(),
+        Some(n) => n,
+    };
+    let dbs = db.databases()?;
+    let temp = local
+        .state
+        .is_none()
+        .then(|| std::env::temp_dir().join(format!("cram-solve-{}-{}", std::process::id(), cram_proto::unix_secs())));
+    let state_dir = local.state.clone().or_else(|| temp.clone()).expect("one of them is set");
+    let token = format!("{:032x}", rand::random::<u128>());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let settings = CoordSettings {
+        board: *board,
+        spec: spec.to_string(),
+        mode,
+        pairing,
+        split: local.split.split(),
+        unit_nodes: local.split.unit_nodes,
+        lease: Duration::from_secs(local.split.lease_secs),
+        progress: Duration::from_secs(120),
+        token: Some(token.clone()),
+        dbs: dbs.clone(),
+        linger: Duration::ZERO,
+        state_dir,
+        answered: Some(stop_tx.clone()),
+    };
+    let result = runtime()?.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;
+        let url = format!("http://{}", listener.local_addr().map_err(Failure::runtime)?);
+        let mut workers = Vec::new();
+        for i in 0..n {
+            let settings = WorkerSettings {
+                url: url.clone(),
+                name: format!("local-{i}"),
+                threads: 1,
+                cache_dir: None,
+                dbs: dbs.clone(),
+                tt_bytes: ((tt_mb as usize) << 20) / n as usize,
+                token: Some(token.clone()),
+                protocol: cram_proto::PROTOCOL_VERSION,
+                build: cram_proto::BUILD_ID.to_string(),
+                progress: Duration::from_secs(120),
+            };
+            let mut stop = stop_rx.clone();
+            workers.push(tokio::spawn(cram_worker::run(settings, async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })));
+        }
+        let finished = cram_coordinator::run(settings, listener, signalled()).await;
+        stop_tx.send_replace(true);
+        for w in workers {
+            let _ = w.await;
+        }
+        finished.map_err(coord_failure)
+    });
+    if let Some(t) = temp {
+        let _ = std::fs::remove_dir_all(t);
+    }
+    Ok(record(spec, board, &result?))
+}
+
+/// Shared by tests of the status text.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_text_names_every_count() {
+        let v = serde_json::json!({
+            "job": "4x8", "mode": "nimber", "state": "running", "elapsed_secs": 3.0,
+            "units": {"total": 9, "pending": 2, "leased": 1, "done": 5, "cancelled": 1, "split": 1, "expired": 0, "from_cache": 2},
+            "nodes": 12345, "nodes_per_sec": 1000.0, "root": "g ≠ 0", "answer": null, "eta_secs": 7,
+            "workers": [{"id": "a#1", "threads": 2, "last_heartbeat_secs": 0.5, "nodes": 10, "units": ["4x7:f?1"]}]
+        });
+        let t = status_text(&v);
+        for want in [
+            "job 4x8 (nimber): running",
+            "9 total, 2 pending, 1 leased, 5 done, 1 cancelled, 1 split",
+            "12,345",
+            "root: g ≠ 0",
+            "ETA: about 7 s",
+            "a#1 (2 threads)",
+            "4x7:f?1",
+        ] {
+            assert!(t.contains(want), "{want:?} missing from\n{t}");
+        }
+    }
+}

@@ -1,0 +1,563 @@
+//! The cram cluster worker: registers with a coordinator, then each search thread leases a
+//! unit, answers it from the cache or by searching with the engine, and submits what it
+//! learnt; a separate heartbeat task reports progress (the search never blocks it) and
+//! stops units the coordinator cancels.
+//!
+//! While the coordinator is away the worker retries with capped, randomised backoff and
+//! keeps searching; a coordinator that does not know it (restarted) gets a new
+//! registration. The worker exits when told the job is done, or on shutdown after handing
+//! its units back at once. A refusal (other protocol, build or databases, wrong token) is
+//! final.
+
+#![warn(missing_docs)]
+
+pub mod cache;
+
+use crate::cache::Cache;
+use cram_engine::region::AnyRegion;
+use cram_engine::table::Bounds;
+use cram_engine::{Config, DbSet, Interrupted, Solver};
+use cram_proto::pb::{self, lease_reply};
+use cram_proto::{facts_to_pb, region_from_pb, region_to_pb, Client, Query};
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, Mutex as AsyncMutex};
+use tonic::{Code, Status};
+
+/// Everything a worker run needs.
+pub struct Settings {
+    /// The coordinator's URL, `http://host:port`.
+    pub url: String,
+    /// A name for logs and status (the host name by default).
+    pub name: String,
+    /// Search threads, each leasing its own units.
+    pub threads: usize,
+    /// Directory of the answer cache (none: no cache).
+    pub cache_dir: Option<PathBuf>,
+    /// Databases the search uses.
+    pub dbs: Arc<DbSet>,
+    /// Transposition table memory over all threads.
+    pub tt_bytes: usize,
+    /// Bearer token.
+    pub token: Option<String>,
+    /// Protocol version announced (tests announce a wrong one).
+    pub protocol: u32,
+    /// Build announced.
+    pub build: String,
+    /// Interval of the periodic summary line.
+    pub progress: Duration,
+}
+
+/// What a worker run did.
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    /// Units answered by search.
+    pub searched: u64,
+    /// Units answered from the cache.
+    pub from_cache: u64,
+    /// Units that ran out of budget.
+    pub unfinished: u64,
+    /// Search nodes.
+    pub nodes: u64,
+    /// The job's answer, when the coordinator said it is done.
+    pub done: Option<pb::Done>,
+}
+
+/// Why a worker stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The coordinator refused this worker for good (version, build, databases, token).
+    #[error("the coordinator refused this worker: {0}")]
+    Refused(String),
+    /// The cache or the settings cannot be used.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The registration in force.
+#[derive(Clone, Debug)]
+struct Registration {
+    id: String,
+    heartbeat: Duration,
+    pairing: bool,
+}
+
+/// A unit being searched: what the heartbeat reports and how it stops it.
+struct Active {
+    attempt: u64,
+    nodes: Arc<AtomicU64>,
+    cancel: Arc<AtomicBool>,
+}
+
+/// State shared by the search threads and the heartbeat task.
+struct Shared {
+    settings: Settings,
+    client: Client,
+    registration: AsyncMutex<Option<Registration>>,
+    active: Mutex<HashMap<String, Active>>,
+    /// Raised on shutdown or when the job is done.
+    stop: watch::Sender<bool>,
+    done: Mutex<Option<pb::Done>>,
+    summary: Mutex<Summary>,
+    cache: Option<Cache>,
+}
+
+/// A failed call that is not worth retrying.
+enum CallError {
+    Fatal(WorkerError),
+    Stopped,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Sleeps `d`, or less if the worker is stopping; false when stopping.
+    async fn pause(&self, d: Duration) -> bool {
+        let mut rx = self.stop.subscribe();
+        if *rx.borrow() {
+            return false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(d) => true,
+            _ = rx.wait_for(|s| *s) => false,
+        }
+    }
+
+    /// The registration, registering (with backoff) when there is none.
+    async fn registration(&self) -> Result<Registration, CallError> {
+        let mut reg = self.registration.lock().await;
+        if let Some(r) = reg.as_ref() {
+            return Ok(r.clone());
+        }
+        let mut backoff = Backoff::new();
+        loop {
+            let s = &self.settings;
+            let req = pb::RegisterRequest {
+                protocol: s.protocol,
+                build: s.build.clone(),
+                db_fingerprint: s.dbs.fingerprint(),
+                name: s.name.clone(),
+                threads: s.threads as u32,
+            };
+            match self.client.clone().register(req).await {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    tracing::info!(worker = %r.worker_id, job = %r.job, "registered with the coordinator");
+                    let new = Registration {
+                        id: r.worker_id,
+                        heartbeat: Duration::from_millis(r.heartbeat_millis.max(50) as u64),
+                        pairing: r.pairing,
+                    };
+                    *reg = Some(new.clone());
+                    return Ok(new);
+                }
+                Err(e) => self.handle(e, &mut backoff).await?,
+            }
+        }
+    }
+
+    /// Sorts a failed call: final refusals end the worker; anything else waits and retries.
+    async fn handle(&self, e: Status, backoff: &mut Backoff) -> Result<(), CallError> {
+        match e.code() {
+            Code::FailedPrecondition | Code::Unauthenticated | Code::PermissionDenied | Code::InvalidArgument => {
+                tracing::error!("the coordinator refused this worker: {}", e.message());
+                Err(CallError::Fatal(WorkerError::Refused(e.message().to_string())))
+            }
+            Code::NotFound => {
+                tracing::info!("the coordinator does not know this worker (restarted?); registering again");
+                *self.registration.lock().await = None;
+                Ok(())
+            }
+            _ => {
+                let d = backoff.next();
+                tracing::warn!(code = ?e.code(), error = %e.message(), retry_in_ms = d.as_millis() as u64, "coordinator unreachable");
+                if self.pause(d).await {
+                    Ok(())
+                } else {
+                    Err(CallError::Stopped)
+                }
+            }
+        }
+    }
+
+    /// Leases a unit, retrying until it gets an answer.
+    async fn lease(&self) -> Result<(Registration, lease_reply::Reply), CallError> {
+        let mut backoff = Backoff::new();
+        loop {
+            let reg = self.registration().await?;
+            let req = pb::LeaseRequest { worker_id: reg.id.clone() };
+            match self.client.clone().lease(req).await {
+                Ok(r) => match r.into_inner().reply {
+                    Some(reply) => return Ok((reg, reply)),
+                    None => self.handle(Status::internal("empty lease reply"), &mut backoff).await?,
+                },
+                Err(e) => self.handle(e, &mut backoff).await?,
+            }
+        }
+    }
+
+    /// Submits a result, retrying until the coordinator has it.
+    async fn submit(&self, mut req: pb::SubmitRequest) -> Result<(), CallError> {
+        let mut backoff = Backoff::new();
+        loop {
+            req.worker_id = self.registration().await?.id;
+            match self.client.clone().submit(req.clone()).await {
+                Ok(_) => return Ok(()),
+                Err(e) => self.handle(e, &mut backoff).await?,
+            }
+        }
+    }
+
+    /// Hands back every unit being searched (once, without retrying: the coordinator would
+    /// otherwise reissue them when their leases expire).
+    async fn release_all(&self) {
+        let units: Vec<String> = self.active.lock().expect("active lock").keys().cloned().collect();
+        let Some(reg) = self.registration.lock().await.clone() else { return };
+        if units.is_empty() {
+            return;
+        }
+        let req = pb::ReleaseRequest { worker_id: reg.id, unit_ids: units.clone() };
+        match tokio::time::timeout(Duration::from_secs(3), self.client.clone().release(req)).await {
+            Ok(Ok(r)) => {
+                tracing::info!(released = r.into_inner().released, units = ?units, "handed units back to the coordinator")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e.message(), "could not hand units back; they will be reissued when their leases expire")
+            }
+            Err(_) => tracing::warn!("handing units back timed out; they will be reissued when their leases expire"),
+        }
+    }
+
+    fn finish(&self, done: pb::Done) {
+        tracing::info!(outcome = %done.outcome, nimber = ?done.nimber, "the coordinator says the job is solved");
+        *self.done.lock().expect("done lock") = Some(done);
+        self.stop.send_replace(true);
+    }
+}
+
+/// Randomised exponential backoff from 250 ms, capped at 5 s.
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(250);
+    const CAP: Duration = Duration::from_secs(5);
+
+    fn new() -> Backoff {
+        Backoff { next: Backoff::FIRST }
+    }
+
+    /// A delay between half and all of the current step; the step doubles up to the cap.
+    fn next(&mut self) -> Duration {
+        let step = self.next;
+        self.next = (self.next * 2).min(Backoff::CAP);
+        step.mul_f64(rand::random_range(0.5..=1.0))
+    }
+}
+
+/// Runs a worker until the job is done, a refusal, or `shutdown` (then units are handed back).
+pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Result<Summary, WorkerError> {
+    let cache = match &settings.cache_dir {
+        Some(dir) => Some(Cache::open(dir).map_err(|e| WorkerError::Setup(format!("cache: {e}")))?),
+        None => None,
+    };
+    if let Some(c) = &cache {
+        tracing::info!(regions = c.len(), "answer cache opened");
+    }
+    let client = cram_proto::client(&settings.url, settings.token.as_deref()).map_err(WorkerError::Setup)?;
+    let threads = settings.threads.max(1);
+    let (stop, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        client,
+        registration: AsyncMutex::new(None),
+        active: Mutex::new(HashMap::new()),
+        stop,
+        done: Mutex::new(None),
+        summary: Mutex::new(Summary::default()),
+        cache,
+        settings,
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..threads {
+        tasks.spawn(search_loop(shared.clone(), i));
+    }
+    tasks.spawn(heartbeat_loop(shared.clone()));
+    tasks.spawn(summary_loop(shared.clone()));
+    tokio::pin!(shutdown);
+    let mut fatal = None;
+    loop {
+        tokio::select! {
+            _ = &mut shutdown, if !shared.stopping() => {
+                tracing::info!("shutdown signal: handing units back and stopping");
+                shared.release_all().await;
+                shared.stop.send_replace(true);
+                cancel_all(&shared);
+            }
+            next = tasks.join_next() => match next {
+                None => break,
+                Some(Ok(Err(e))) => {
+                    fatal.get_or_insert(e);
+                    shared.stop.send_replace(true);
+                    cancel_all(&shared);
+                }
+                Some(Ok(Ok(()))) => {
+                    if shared.stopping() {
+                        cancel_all(&shared);
+                    }
+                }
+                Some(Err(e)) => {
+                    fatal.get_or_insert(WorkerError::Setup(format!("a worker task failed: {e}")));
+                    shared.stop.send_replace(true);
+                    cancel_all(&shared);
+                }
+            },
+        }
+    }
+    if let Some(e) = fatal {
+        return Err(e);
+    }
+    let mut summary = shared.summary.lock().expect("summary lock").clone();
+    summary.done = shared.done.lock().expect("done lock").clone();
+    tracing::info!(
+        searched = summary.searched,
+        from_cache = summary.from_cache,
+        unfinished = summary.unfinished,
+        nodes = summary.nodes,
+        "worker finished"
+    );
+    Ok(summary)
+}
+
+fn cancel_all(shared: &Shared) {
+    for a in shared.active.lock().expect("active lock").values() {
+        a.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One search thread: lease, answer, submit, until stopped.
+async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerError> {
+    let per_thread = shared.settings.tt_bytes / shared.settings.threads.max(1);
+    let mut engine: Option<(bool, Solver)> = None;
+    loop {
+        if shared.stopping() {
+            return Ok(());
+        }
+        let (reg, reply) = match shared.lease().await {
+            Ok(x) => x,
+            Err(CallError::Stopped) => return Ok(()),
+            Err(CallError::Fatal(e)) => return Err(e),
+        };
+        let unit = match reply {
+            lease_reply::Reply::Unit(u) => u,
+            lease_reply::Reply::RetryMillis(ms) => {
+                shared.pause(Duration::from_millis(ms.clamp(10, 5000) as u64)).await;
+                continue;
+            }
+            lease_reply::Reply::Done(d) => {
+                shared.finish(d);
+                return Ok(());
+            }
+        };
+        let (region, query) = match (region_from_pb(unit.region.as_ref()), Query::from_pb(unit.query.as_ref())) {
+            (Ok(r), Ok(q)) => (r, q),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(unit = %unit.unit_id, "the coordinator sent a unit this worker cannot read: {}", e.message());
+                shared.pause(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        // The job's engine settings decide the solver (a new job may change them).
+        let solver = match engine.take() {
+            Some((pairing, s)) if pairing == reg.pairing => s,
+            _ => Solver::new(&Config { tt_bytes: per_thread, pairing: reg.pairing }, shared.settings.dbs.clone()),
+        };
+        let (solver, outcome) = answer(&shared, solver, &unit, region, query, index).await;
+        engine = Some((reg.pairing, solver));
+        let Some(req) = outcome else { continue };
+        match shared.submit(req).await {
+            Ok(()) => {}
+            Err(CallError::Stopped) => return Ok(()),
+            Err(CallError::Fatal(e)) => return Err(e),
+        }
+    }
+}
+
+/// Answers a unit from the cache or by search; `None` when it was cancelled.
+async fn answer(
+    shared: &Arc<Shared>,
+    mut solver: Solver,
+    unit: &pb::Unit,
+    region: AnyRegion,
+    query: Query,
+    thread: usize,
+) -> (Solver, Option<pb::SubmitRequest>) {
+    let started = Instant::now();
+    let submit = |facts: Bounds, finished: bool, nodes: u64, from_cache: bool| pb::SubmitRequest {
+        worker_id: String::new(),
+        unit_id: unit.unit_id.clone(),
+        attempt: unit.attempt,
+        region: Some(region_to_pb(&region)),
+        facts: Some(facts_to_pb(facts)),
+        finished,
+        nodes,
+        millis: started.elapsed().as_millis() as u64,
+        from_cache,
+    };
+    if let Some(cache) = &shared.cache {
+        let known = cache.get(&region);
+        if query.answered_by(known) {
+            tracing::debug!(unit = %unit.unit_id, "answered from the cache");
+            shared.summary.lock().expect("summary lock").from_cache += 1;
+            return (solver, Some(submit(known, true, 0, true)));
+        }
+    }
+    let nodes = Arc::new(AtomicU64::new(0));
+    let cancel = Arc::new(AtomicBool::new(false));
+    shared
+        .active
+        .lock()
+        .expect("active lock")
+        .insert(unit.unit_id.clone(), Active { attempt: unit.attempt, nodes: nodes.clone(), cancel: cancel.clone() });
+    tracing::debug!(unit = %unit.unit_id, attempt = unit.attempt, thread, "unit started");
+    let budget = if unit.node_budget == 0 { u64::MAX } else { unit.node_budget };
+    let (solver, result, spent) = tokio::task::spawn_blocking(move || {
+        let before = solver.nodes();
+        let progress = nodes.clone();
+        solver.set_cancel(cancel);
+        solver.set_budget(budget);
+        solver.set_progress(Box::new(move |n| progress.store(n - before, Ordering::Relaxed)));
+        let result = match query {
+            Query::Nimber => solver.nimber(region).map(Bounds::exact),
+            Query::IsValue(k) => solver.is_value(region, k).map(|yes| {
+                if yes {
+                    Bounds::exact(k)
+                } else {
+                    let mut b = Bounds::UNKNOWN;
+                    b.exclude(k);
+                    b
+                }
+            }),
+        };
+        let spent = solver.nodes() - before;
+        let result = result.map(|b| b.merge(solver.bounds(&region)));
+        (solver, result, spent)
+    })
+    .await
+    .expect("the search thread does not panic");
+    shared.active.lock().expect("active lock").remove(&unit.unit_id);
+    {
+        let mut summary = shared.summary.lock().expect("summary lock");
+        summary.nodes += spent;
+        match result {
+            Ok(_) => summary.searched += 1,
+            Err(Interrupted::Budget) => summary.unfinished += 1,
+            Err(Interrupted::Cancelled) => {}
+        }
+    }
+    match result {
+        Ok(facts) => {
+            tracing::debug!(unit = %unit.unit_id, nodes = spent, ms = started.elapsed().as_millis() as u64, "unit finished");
+            if let Some(c) = &shared.cache {
+                c.put(&region, facts).await;
+            }
+            (solver, Some(submit(facts, true, spent, false)))
+        }
+        Err(Interrupted::Budget) => {
+            let facts = solver.bounds(&region);
+            tracing::debug!(unit = %unit.unit_id, nodes = spent, "unit ran out of budget");
+            (solver, Some(submit(facts, false, spent, false)))
+        }
+        Err(Interrupted::Cancelled) => {
+            tracing::debug!(unit = %unit.unit_id, nodes = spent, "unit cancelled");
+            (solver, None)
+        }
+    }
+}
+
+/// Reports progress of the units being searched and stops those the coordinator cancels.
+async fn heartbeat_loop(shared: Arc<Shared>) -> Result<(), WorkerError> {
+    let mut backoff = Backoff::new();
+    loop {
+        let every = shared.registration.lock().await.as_ref().map_or(Duration::from_millis(500), |r| r.heartbeat);
+        if !shared.pause(every).await {
+            return Ok(());
+        }
+        let units: Vec<pb::UnitProgress> = shared
+            .active
+            .lock()
+            .expect("active lock")
+            .iter()
+            .map(|(id, a)| pb::UnitProgress {
+                unit_id: id.clone(),
+                attempt: a.attempt,
+                nodes: a.nodes.load(Ordering::Relaxed),
+            })
+            .collect();
+        if units.is_empty() {
+            continue;
+        }
+        let Some(reg) = shared.registration.lock().await.clone() else { continue };
+        match shared.client.clone().heartbeat(pb::HeartbeatRequest { worker_id: reg.id, units }).await {
+            Ok(r) => {
+                backoff = Backoff::new();
+                let r = r.into_inner();
+                let active = shared.active.lock().expect("active lock");
+                for id in &r.cancel {
+                    if let Some(a) = active.get(id) {
+                        tracing::debug!(unit = %id, "the coordinator cancelled the unit");
+                        a.cancel.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            // Searches go on while the coordinator is away; only refusals end the worker.
+            Err(e) => match shared.handle(e, &mut backoff).await {
+                Err(CallError::Fatal(e)) => return Err(e),
+                Err(CallError::Stopped) => return Ok(()),
+                Ok(()) => {}
+            },
+        }
+    }
+}
+
+/// Logs a one-line summary every `progress` interval.
+async fn summary_loop(shared: Arc<Shared>) -> Result<(), WorkerError> {
+    let mut last = (Instant::now(), 0u64);
+    while shared.pause(shared.settings.progress).await {
+        let s = shared.summary.lock().expect("summary lock").clone();
+        let in_flight: u64 =
+            shared.active.lock().expect("active lock").values().map(|a| a.nodes.load(Ordering::Relaxed)).sum();
+        let total = s.nodes + in_flight;
+        let rate = total.saturating_sub(last.1) as f64 / last.0.elapsed().as_secs_f64();
+        last = (Instant::now(), total);
+        tracing::info!(
+            "worker: {} units searched, {} from cache, {} split, {} nodes, {:.0} nodes/s",
+            s.searched,
+            s.from_cache,
+            s.unfinished,
+            total,
+            rate
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_randomised_doubling_and_capped() {
+        let mut b = Backoff::new();
+        let delays: Vec<Duration> = (0..10).map(|_| b.next()).collect();
+        assert!(delays[0] >= Duration::from_millis(125) && delays[0] <= Duration::from_millis(250));
+        assert!(delays.iter().all(|d| *d <= Backoff::CAP));
+        assert!(delays[9] >= Backoff::CAP / 2);
+    }
+}
