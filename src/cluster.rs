@@ -456,7 +456,8 @@ pub fn solve_with_workers(
         progress: Duration::from_secs(120),
         token: Some(token.clone()),
         dbs: dbs.clone(),
-        linger: Duration::ZERO,
+        // Long enough for the workers to see the stop signal before the server goes away.
+        linger: Duration::from_millis(20),
         state_dir,
         answered: Some(stop_tx.clone()),
     };

@@ -164,6 +164,9 @@ impl Shared {
 
     /// Sorts a failed call: final refusals end the worker; anything else waits and retries.
     async fn handle(&self, e: Status, backoff: &mut Backoff) -> Result<(), CallError> {
+        if self.stopping() {
+            return Err(CallError::Stopped);
+        }
         match e.code() {
             Code::FailedPrecondition | Code::Unauthenticated | Code::PermissionDenied | Code::InvalidArgument => {
                 tracing::error!("the coordinator refused this worker: {}", e.message());

@@ -1,0 +1,507 @@
+//! End-to-end tests of the cluster: real `cram coordinator` and `cram worker` processes on
+//! loopback ports the OS chooses, real sled files, real signals (SIGKILL, SIGTERM).
+//!
+//! Each answer is compared with the plain engine's (`cram solve`), and the event log is read
+//! back to check that no finished unit was recorded twice.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn cram_cmd() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cram"));
+    c.env_remove("CRAM_DB_DIR").env("RUST_LOG", "info").env("NO_COLOR", "1");
+    c
+}
+
+fn cram(args: &[&str]) -> Output {
+    cram_cmd().args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cram-cluster-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The engine's answers (`cram solve --json`) by spec.
+fn engine(specs: &[&str], extra: &[&str]) -> HashMap<String, (String, Value)> {
+    let mut args = vec!["solve", "--json", "--no-db"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(specs);
+    let o = cram(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    text(&o.stdout)
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["spec"].as_str().unwrap().to_string(), (v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()))
+        })
+        .collect()
+}
+
+/// A coordinator process: its child, URL, state dir and log file.
+struct Coordinator {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+fn start_coordinator(dir: &Path, state: &Path, job: &str, extra: &[&str]) -> Coordinator {
+    let port_file = dir.join("port");
+    let _ = std::fs::remove_file(&port_file);
+    let n = std::fs::read_dir(dir).unwrap().count();
+    let log = dir.join(format!("coordinator-{n}.log"));
+    let mut args: Vec<String> =
+        ["coordinator", "--listen", "127.0.0.1:0", "--job", job, "--json", "--no-db", "--linger-secs", "3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    args.extend(["--state".into(), state.display().to_string(), "--port-file".into(), port_file.display().to_string()]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let child =
+        cram_cmd().args(&args).stdout(Stdio::piped()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !port_file.exists() {
+        assert!(Instant::now() < deadline, "coordinator did not start: {}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let addr = std::fs::read_to_string(&port_file).unwrap();
+    Coordinator { child, url: format!("http://{addr}"), log }
+}
+
+fn start_worker(dir: &Path, url: &str, extra: &[&str]) -> (Child, PathBuf) {
+    let n = std::fs::read_dir(dir).unwrap().count();
+    let log = dir.join(format!("worker-{n}.log"));
+    let mut args =
+        vec!["worker", "--coordinator", url, "--threads", "1", "--tt-mb", "256", "--no-db", "--progress-secs", "1"];
+    args.extend_from_slice(extra);
+    let child = cram_cmd().args(&args).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+    (child, log)
+}
+
+/// Waits for a child with a deadline; kills it and fails when it overruns.
+fn wait(child: &mut Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not finish within {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The coordinator's printed result: (outcome, nimber).
+fn result_of(c: Coordinator, secs: u64) -> (String, Value) {
+    let mut child = c.child;
+    let status = wait(&mut child, secs, "coordinator");
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(status.success(), "coordinator failed: {}", std::fs::read_to_string(&c.log).unwrap());
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    (v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone())
+}
+
+/// Result events of the event log.
+fn results(state: &Path) -> Vec<Value> {
+    std::fs::read_to_string(state.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "result")
+        .collect()
+}
+
+/// Asserts that no unit has two finished results in the log.
+fn no_unit_solved_twice(state: &Path) {
+    let mut seen = HashMap::new();
+    for r in results(state).iter().filter(|r| r["finished"] == true) {
+        *seen.entry(r["unit"].as_str().unwrap().to_string()).or_insert(0) += 1;
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "units solved twice: {twice:?}");
+    assert!(!seen.is_empty(), "no results logged");
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn kill9(child: &mut Child) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+fn sigterm(child: &Child) {
+    // SAFETY: sending a signal to a child process we own.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+}
+
+fn status_json(url: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["status", "--coordinator", url, "--json"];
+    args.extend_from_slice(extra);
+    let o = cram(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_str(&text(&o.stdout)).unwrap()
+}
+
+/// The same answers as the engine on 24 boards and positions, through the in-process cluster
+/// (coordinator and two workers over loopback gRPC), at several split depths, with tiny
+/// unit budgets that force splitting, and in both modes.
+#[test]
+fn cluster_answers_equal_the_engines() {
+    let specs = [
+        "3x11",
+        "5x6",
+        "4x7",
+        "3x9",
+        "2x12",
+        "5x5",
+        "4x6",
+        "3x10",
+        "1x20",
+        "6x4",
+        "4x5",
+        "3x12",
+        // Several regions, holes, odd shapes.
+        "....#..../....#..../....#....",
+        "......#...../......#...../......#.....",
+        "..#..../......./...#.../.......",
+        "#....#/....../..##../....../#....#",
+        ".........../.#.#.#.#.#./...........",
+        "...../...../..#../...../.....",
+        "......../.##..##./......../........",
+        "..........#.../..........#.../...........##.",
+        "1x31",
+        "2x2",
+        "3x3",
+        "7x3",
+    ];
+    for extra in [&["--no-pairing"][..], &[]] {
+        let want = engine(&specs, extra);
+        for mode in [&[][..], &["--outcome-only"]] {
+            for split in [
+                &["--split-depth", "2"][..],
+                &["--split-depth", "1", "--unit-nodes", "2000"],
+                &["--target-units", "40"],
+            ] {
+                let mut args = vec!["solve", "--json", "--no-db", "--workers", "2", "--tt-mb", "64"];
+                args.extend_from_slice(extra);
+                args.extend_from_slice(mode);
+                args.extend_from_slice(split);
+                args.extend_from_slice(&specs);
+                let o = cram(&args);
+                assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+                let got = text(&o.stdout);
+                let lines: Vec<Value> = got.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+                assert_eq!(lines.len(), specs.len());
+                for v in lines {
+                    let spec = v["spec"].as_str().unwrap();
+                    let (outcome, nimber) = &want[spec];
+                    assert_eq!(v["outcome"].as_str().unwrap(), outcome, "{spec} {args:?}");
+                    if mode.is_empty() || nimber == &Value::from(0) {
+                        assert_eq!(&v["nimber"], nimber, "{spec} {args:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Separate coordinator and worker processes: 4x8 without the pairing certificate and 5x6,
+/// two workers each, a token on every call, status while running.
+#[test]
+fn separate_processes_solve_with_a_token() {
+    let dir = scratch("procs");
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let t = token.display().to_string();
+    let want = engine(&["4x8", "5x6"], &["--no-pairing"]);
+    for (job, extra) in [("4x8", vec!["--no-pairing", "--mode", "outcome"]), ("5x6", vec!["--no-pairing"])] {
+        let state = dir.join(format!("state-{job}"));
+        let mut args = extra.clone();
+        args.extend(["--token-file", &t]);
+        let c = start_coordinator(&dir, &state, job, &args);
+        let st = status_json(&c.url, &["--token-file", &t]);
+        assert_eq!(st["job"], job);
+        let mut workers: Vec<Child> = (0..2).map(|_| start_worker(&dir, &c.url, &["--token-file", &t]).0).collect();
+        let (outcome, nimber) = result_of(c, 120);
+        assert_eq!(outcome, want[job].0, "{job}");
+        if job == "5x6" {
+            assert_eq!(nimber, want[job].1);
+        }
+        for w in &mut workers {
+            assert!(wait(w, 30, "worker").success(), "workers exit 0 when the job is done");
+        }
+        no_unit_solved_twice(&state);
+    }
+}
+
+/// kill -9 the coordinator mid-run; started again on the same state it resumes: the same
+/// answer, and no finished unit solved twice. The worker rides through the outage.
+#[test]
+fn coordinator_killed_and_resumed() {
+    let dir = scratch("coordkill");
+    let state = dir.join("state");
+    let job = "5x8";
+    let want = engine(&[job], &[]);
+    let split = ["--split-depth", "3"];
+    let c = start_coordinator(&dir, &state, job, &split);
+    let (mut worker, wlog) = start_worker(&dir, &c.url, &[]);
+    wait_for("some results", 120, || results(&state).len() >= 5);
+    let mut child = c.child;
+    kill9(&mut child);
+    let before = results(&state).len();
+    std::thread::sleep(Duration::from_millis(500));
+    // Back on the same address, where the worker keeps calling.
+    let addr = c.url.trim_start_matches("http://").to_string();
+    let c2 = restart_coordinator_on(&dir, &state, job, &addr, &split);
+    let (outcome, nimber) = result_of(c2, 300);
+    assert_eq!((outcome, nimber), want[job].clone());
+    assert!(wait(&mut worker, 30, "worker").success());
+    assert!(results(&state).len() > before);
+    no_unit_solved_twice(&state);
+    let wl = std::fs::read_to_string(wlog).unwrap();
+    assert!(wl.contains("coordinator unreachable") || wl.contains("registering again"), "{wl}");
+}
+
+/// Starts a coordinator on a given address (to come back where workers expect it).
+fn restart_coordinator_on(dir: &Path, state: &Path, job: &str, addr: &str, extra: &[&str]) -> Coordinator {
+    let n = std::fs::read_dir(dir).unwrap().count();
+    let log = dir.join(format!("coordinator-{n}.log"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut args = vec!["coordinator", "--listen", addr, "--job", job, "--json", "--no-db", "--linger-secs", "3"];
+        let s = state.display().to_string();
+        args.extend(["--state", &s]);
+        args.extend_from_slice(extra);
+        let mut child =
+            cram_cmd().args(&args).stdout(Stdio::piped()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        match child.try_wait().unwrap() {
+            None => return Coordinator { child, url: format!("http://{addr}"), log },
+            Some(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Some(s) => panic!("coordinator restart failed ({s}): {}", std::fs::read_to_string(&log).unwrap()),
+        }
+    }
+}
+
+/// kill -9 a worker mid-unit: its unit is reissued when the lease expires and a restarted
+/// worker finishes the job. Its sled cache then answers a second run of the same job.
+#[test]
+fn worker_killed_lease_expires_and_cache_answers_again() {
+    let dir = scratch("workerkill");
+    let cache = dir.join("cache");
+    let cache_s = cache.display().to_string();
+    let state = dir.join("state");
+    let job = "4x9";
+    let want = engine(&[job], &[]);
+    // One unit, the whole job: the worker is surely mid-unit when killed.
+    let c = start_coordinator(&dir, &state, job, &["--split-depth", "0", "--lease-secs", "2"]);
+    let (mut w1, _) = start_worker(&dir, &c.url, &["--cache", &cache_s]);
+    wait_for("a lease", 60, || status_json(&c.url, &[])["units"]["leased"] == 1);
+    kill9(&mut w1);
+    let (mut w2, _) = start_worker(&dir, &c.url, &["--cache", &cache_s]);
+    let log = c.log.clone();
+    let (outcome, nimber) = result_of(c, 300);
+    assert_eq!((outcome, nimber), want[job].clone());
+    assert!(wait(&mut w2, 30, "worker").success());
+    let clog = std::fs::read_to_string(&log).unwrap();
+    assert!(clog.contains("lease expired"), "{clog}");
+    no_unit_solved_twice(&state);
+    // Same job, new state, same cache: answered without search.
+    let state2 = dir.join("state2");
+    let c = start_coordinator(&dir, &state2, job, &["--split-depth", "0"]);
+    let (mut w3, _) = start_worker(&dir, &c.url, &["--cache", &cache_s]);
+    assert_eq!(result_of(c, 60), want[job].clone());
+    assert!(wait(&mut w3, 30, "worker").success());
+    let r = results(&state2);
+    assert!(r.iter().all(|r| r["from_cache"] == true && r["nodes"] == 0), "{r:?}");
+}
+
+/// SIGTERM a worker: it hands its unit back at once (not after the 60 s lease), exits 0,
+/// and another worker takes the unit over.
+#[test]
+fn sigterm_releases_leases_at_once() {
+    let dir = scratch("sigterm");
+    let state = dir.join("state");
+    let job = "4x9";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &["--split-depth", "0", "--lease-secs", "60"]);
+    let (mut w1, w1log) = start_worker(&dir, &c.url, &[]);
+    wait_for("a lease", 60, || status_json(&c.url, &[])["units"]["leased"] == 1);
+    let t0 = Instant::now();
+    sigterm(&w1);
+    assert!(wait(&mut w1, 10, "worker after SIGTERM").success());
+    let st = status_json(&c.url, &[]);
+    assert_eq!(st["units"]["leased"], 0, "{st}");
+    assert_eq!(st["units"]["released"], 1, "{st}");
+    assert!(std::fs::read_to_string(w1log).unwrap().contains("handed units back"));
+    let (mut w2, _) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(result_of(c, 120), want[job].clone());
+    assert!(t0.elapsed() < Duration::from_secs(60), "the unit waited for its lease to expire");
+    assert!(wait(&mut w2, 30, "worker").success());
+}
+
+/// A wrong token and a mismatched protocol are refused (exit 4, messages on both sides),
+/// and the job's answer is unaffected.
+#[test]
+fn wrong_token_and_version_are_refused() {
+    let dir = scratch("refuse");
+    let state = dir.join("state");
+    let (good, bad) = (dir.join("good"), dir.join("bad"));
+    std::fs::write(&good, "right-token").unwrap();
+    std::fs::write(&bad, "wrong-token").unwrap();
+    let (g, b) = (good.display().to_string(), bad.display().to_string());
+    let job = "5x6";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &["--token-file", &g]);
+    let (mut w, wlog) = start_worker(&dir, &c.url, &["--token-file", &b]);
+    assert_eq!(wait(&mut w, 30, "worker with a wrong token").code(), Some(4));
+    assert!(std::fs::read_to_string(&wlog).unwrap().contains("refused"));
+    let (mut w, wlog) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(wait(&mut w, 30, "worker without a token").code(), Some(4));
+    assert!(std::fs::read_to_string(&wlog).unwrap().contains("refused"));
+    let (mut w, wlog) = start_worker(&dir, &c.url, &["--token-file", &g, "--announce-protocol", "99"]);
+    assert_eq!(wait(&mut w, 30, "worker with another protocol").code(), Some(4));
+    let wl = std::fs::read_to_string(&wlog).unwrap();
+    assert!(wl.contains("protocol 99") && wl.contains("protocol 1"), "{wl}");
+    let o = cram(&["status", "--coordinator", &c.url, "--token-file", &b]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
+    assert!(results(&state).is_empty(), "refused calls changed nothing");
+    let (mut w, _) = start_worker(&dir, &c.url, &["--token-file", &g]);
+    let log = c.log.clone();
+    assert_eq!(result_of(c, 120), want[job].clone());
+    assert!(wait(&mut w, 30, "worker").success());
+    let clog = std::fs::read_to_string(log).unwrap();
+    assert!(clog.contains("refused a call without the right token") && clog.contains("refused a worker"), "{clog}");
+}
+
+/// Damaged state: a corrupt sled index is rebuilt from the event log (same answer); a log
+/// damaged before its end is refused with exit 3; another job on the state is refused
+/// with exit 2; a torn last line is dropped.
+#[test]
+fn damaged_state_is_rebuilt_or_refused() {
+    let dir = scratch("damage");
+    let state = dir.join("state");
+    let job = "5x7";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &["--split-depth", "3"]);
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    wait_for("some results", 120, || results(&state).len() >= 5);
+    let mut child = c.child;
+    kill9(&mut child);
+    kill9(&mut w);
+    // Garbage over every file of the sled index.
+    let mut damaged = 0;
+    for e in walk(&state.join("index.sled")) {
+        std::fs::write(&e, b"\x00garbage\xff".repeat(100)).unwrap();
+        damaged += 1;
+    }
+    assert!(damaged > 0);
+    // A torn last line, as a kill in the middle of a write leaves it.
+    let log = state.join("events.jsonl");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(b"{\"event\":\"result\",\"unit\":\"4x").unwrap();
+    drop(f);
+    let other = cram(&[
+        "coordinator",
+        "--listen",
+        "127.0.0.1:0",
+        "--state",
+        state.to_str().unwrap(),
+        "--job",
+        "5x8",
+        "--no-db",
+    ]);
+    assert_eq!(other.status.code(), Some(2), "{}", text(&other.stderr));
+    let err = text(&other.stderr);
+    assert!(err.contains("unfinished job 5x7") && err.contains("torn line"), "{err}");
+    let c = start_coordinator(&dir, &state, job, &["--split-depth", "3"]);
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    let clog = c.log.clone();
+    assert_eq!(result_of(c, 300), want[job].clone());
+    assert!(wait(&mut w, 30, "worker").success());
+    let cl = std::fs::read_to_string(clog).unwrap();
+    assert!(cl.contains("rebuilding") || cl.contains("moving it aside"), "{cl}");
+    no_unit_solved_twice(&state);
+    // A finished job on its state prints its answer again.
+    let again = cram(&[
+        "coordinator",
+        "--listen",
+        "127.0.0.1:0",
+        "--state",
+        state.to_str().unwrap(),
+        "--job",
+        job,
+        "--no-db",
+        "--json",
+        "--linger-secs",
+        "0",
+    ]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let v: Value = serde_json::from_str(text(&again.stdout).trim()).unwrap();
+    assert_eq!((v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()), want[job].clone());
+    // Damage in the middle of the log is refused, naming the line.
+    let content = std::fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = content.lines().collect();
+    lines[2] = "{\"event\":\"result\",\"unit\":";
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let o =
+        cram(&["coordinator", "--listen", "127.0.0.1:0", "--state", state.to_str().unwrap(), "--job", job, "--no-db"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("damaged at line 3"), "{}", text(&o.stderr));
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `cram solve --workers N --state DIR` is resumable: killed mid-run and run again, it
+/// finishes with the engine's answer without solving a finished unit twice.
+#[test]
+fn local_solve_with_state_resumes() {
+    let dir = scratch("localresume");
+    let state = dir.join("state");
+    let s = state.display().to_string();
+    let job = "5x8";
+    let want = engine(&[job], &[]);
+    let args = ["solve", job, "--json", "--no-db", "--workers", "1", "--split-depth", "3", "--state", &s];
+    let mut child = cram_cmd().args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    wait_for("some results", 120, || results(&state).len() >= 5);
+    kill9(&mut child);
+    let o = cram(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!((v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()), want[job].clone());
+    no_unit_solved_twice(&state);
+    let starts = std::fs::read_to_string(state.join("events.jsonl")).unwrap().matches("\"event\":\"start\"").count();
+    assert_eq!(starts, 2);
+}
