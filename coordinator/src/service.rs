@@ -99,14 +99,14 @@ impl Coordinator for Service {
     }
 
     async fn lease(&self, req: Request<pb::LeaseRequest>) -> Result<Response<pb::LeaseReply>, Status> {
-        let worker = req.into_inner().worker_id;
+        let pb::LeaseRequest { worker_id: worker, slot } = req.into_inner();
         let s = &self.0;
         let mut sched = s.sched();
         let now = Instant::now();
         if !sched.touch(&worker, now) {
             return Err(unknown_worker(&worker));
         }
-        let reply = match sched.lease(&worker, now) {
+        let reply = match sched.lease(&worker, slot, now) {
             LeaseOutcome::Unit(ask, attempt) => {
                 tracing::debug!(unit = %ask.id(), attempt, %worker, "leased");
                 lease_reply::Reply::Unit(pb::Unit {

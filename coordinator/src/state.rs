@@ -8,7 +8,7 @@
 //! answered OK and change nothing. A leased unit that leaves the frontier (its question was
 //! decided by other results) is cancelled at the worker's next heartbeat.
 
-use crate::top::{Ask, Top};
+use crate::top::{Ask, Branch, Top};
 use cram_engine::table::Bounds;
 use cram_engine::{Mode, Solution};
 use serde::Serialize;
@@ -28,6 +28,7 @@ pub enum LeaseOutcome {
 
 #[derive(Debug)]
 struct Lease {
+    branch: Option<Branch>,
     worker: String,
     attempt: u64,
     deadline: Instant,
@@ -81,8 +82,11 @@ pub struct Counters {
 pub struct Scheduler {
     top: Top,
     mode: Mode,
-    open: Vec<Ask>,
+    open: Vec<(Ask, Branch)>,
     needed: HashSet<Ask>,
+    truncated: HashSet<Branch>,
+    /// The branch each worker thread (worker id, slot) worked on last.
+    affinity: HashMap<(String, u32), Branch>,
     answer: Option<Solution>,
     root_facts: Option<Bounds>,
     dirty: bool,
@@ -104,6 +108,8 @@ impl Scheduler {
             mode,
             open: Vec::new(),
             needed: HashSet::new(),
+            truncated: HashSet::new(),
+            affinity: HashMap::new(),
             answer: None,
             root_facts: None,
             dirty: true,
@@ -135,7 +141,8 @@ impl Scheduler {
         }
         let f = self.top.frontier();
         self.answer = f.answer;
-        self.needed = f.open.iter().copied().collect();
+        self.needed = f.open.iter().map(|(a, _)| *a).collect();
+        self.truncated = f.truncated;
         self.open = f.open;
         self.root_facts = f.root_facts;
         self.dirty = false;
@@ -160,22 +167,31 @@ impl Scheduler {
         self.workers.get_mut(worker).map(|w| w.last_seen = now).is_some()
     }
 
-    /// Hands `worker` the most useful unit nobody holds.
-    pub fn lease(&mut self, worker: &str, now: Instant) -> LeaseOutcome {
+    /// Hands thread `slot` of `worker` a unit nobody holds: the next of the branch it worked
+    /// on last, else the most useful one of a branch no other thread is on, else the most
+    /// useful one.
+    pub fn lease(&mut self, worker: &str, slot: u32, now: Instant) -> LeaseOutcome {
         self.refresh();
         if let Some(a) = self.answer {
             return LeaseOutcome::Done(a);
         }
-        let free = self
-            .open
-            .iter()
-            .copied()
-            .find(|ask| self.units.get(ask).is_none_or(|u| u.state == UnitState::Open && u.lease.is_none()));
-        let Some(ask) = free else { return LeaseOutcome::Wait };
+        let is_free = |ask: &Ask| self.units.get(ask).is_none_or(|u| u.state == UnitState::Open && u.lease.is_none());
+        let free: Vec<(Ask, Branch)> = self.open.iter().copied().filter(|(ask, _)| is_free(ask)).collect();
+        let busy: HashSet<Branch> = self.open.iter().filter(|(ask, _)| !is_free(ask)).map(|(_, b)| *b).collect();
+        let key = (worker.to_string(), slot);
+        let mine = self.affinity.get(&key).and_then(|b| free.iter().find(|(_, br)| br == b));
+        let pick = mine.or_else(|| free.iter().find(|(_, br)| !busy.contains(br))).or_else(|| free.first());
+        let Some(&(ask, branch)) = pick else { return LeaseOutcome::Wait };
+        self.affinity.insert(key, branch);
         let unit = self.units.entry(ask).or_insert(Unit { attempt: 0, state: UnitState::Open, lease: None });
         unit.attempt += 1;
-        unit.lease =
-            Some(Lease { worker: worker.to_string(), attempt: unit.attempt, deadline: now + self.lease, nodes: 0 });
+        unit.lease = Some(Lease {
+            branch: Some(branch),
+            worker: worker.to_string(),
+            attempt: unit.attempt,
+            deadline: now + self.lease,
+            nodes: 0,
+        });
         LeaseOutcome::Unit(ask, unit.attempt)
     }
 
@@ -185,7 +201,11 @@ impl Scheduler {
     /// restarted) keeps it when nobody else holds it.
     pub fn heartbeat(&mut self, worker: &str, ask: Ask, attempt: u64, nodes: u64, now: Instant) -> bool {
         self.refresh();
-        if !self.needed.contains(&ask) {
+        let branch = self.units.get(&ask).and_then(|u| u.lease.as_ref()).and_then(|l| l.branch);
+        // Out of the list, the unit still matters when its branch was not walked to the end
+        // and its question is open.
+        let maybe = branch.is_some_and(|b| self.truncated.contains(&b)) && !self.top.answers(&ask);
+        if !self.needed.contains(&ask) && !maybe {
             if self.units.get_mut(&ask).and_then(|u| u.lease.take()).is_some() {
                 self.counters.cancelled += 1;
                 tracing::debug!(unit = %ask.id(), worker, "unit no longer needed; cancelling it");
@@ -207,7 +227,7 @@ impl Scheduler {
             Some(_) => false,
             None => {
                 unit.attempt = unit.attempt.max(attempt);
-                unit.lease = Some(Lease { worker: worker.to_string(), attempt, deadline: now + self.lease, nodes });
+                unit.lease = Some(Lease { branch: None, worker: worker.to_string(), attempt, deadline: now + self.lease, nodes });
                 tracing::info!(unit = %ask.id(), worker, attempt, "adopted a unit the worker was already searching");
                 true
             }
@@ -472,15 +492,15 @@ mod tests {
         let t0 = Instant::now();
         let a = s.register("a", 1, t0);
         let b = s.register("b", 1, t0);
-        let LeaseOutcome::Unit(u1, 1) = s.lease(&a, t0) else { panic!() };
-        let LeaseOutcome::Unit(u2, 1) = s.lease(&b, t0) else { panic!() };
+        let LeaseOutcome::Unit(u1, 1) = s.lease(&a, 0, t0) else { panic!() };
+        let LeaseOutcome::Unit(u2, 1) = s.lease(&b, 0, t0) else { panic!() };
         assert_ne!(u1, u2, "two workers get different units");
         // Progress extends a lease; without it the lease expires.
         assert!(s.heartbeat(&a, u1, 1, 100, t0 + Duration::from_secs(8)));
         let expired = s.expire(t0 + Duration::from_secs(11));
         assert_eq!(expired, vec![(u2.id(), b.clone())]);
         // The expired unit goes to the next asker with attempt 2; the old holder is cancelled.
-        let LeaseOutcome::Unit(again, 2) = s.lease(&a, t0 + Duration::from_secs(12)) else { panic!() };
+        let LeaseOutcome::Unit(again, 2) = s.lease(&a, 0, t0 + Duration::from_secs(12)) else { panic!() };
         assert_eq!(again, u2);
         assert!(!s.heartbeat(&b, u2, 1, 500, t0 + Duration::from_secs(12)));
         // One result per unit.
@@ -495,9 +515,9 @@ mod tests {
         let mut s = scheduler();
         let t0 = Instant::now();
         let a = s.register("a", 2, t0);
-        let LeaseOutcome::Unit(u1, _) = s.lease(&a, t0) else { panic!() };
+        let LeaseOutcome::Unit(u1, _) = s.lease(&a, 0, t0) else { panic!() };
         assert_eq!(s.release(&a, &[]), 1);
-        let LeaseOutcome::Unit(u1_again, 2) = s.lease(&a, t0) else { panic!() };
+        let LeaseOutcome::Unit(u1_again, 2) = s.lease(&a, 0, t0) else { panic!() };
         assert_eq!(u1, u1_again);
         // Answering the unit's region another way makes its lease useless.
         let other = Ask { region: u1.region, query: Query::Nimber };

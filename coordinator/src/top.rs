@@ -49,10 +49,41 @@ impl Ask {
 pub struct Frontier {
     /// The root's answer, once the facts decide it.
     pub answer: Option<Solution>,
-    /// Open questions for workers, most useful first, each once.
-    pub open: Vec<Ask>,
+    /// Open questions for workers, each once, with the branch of the top they serve: the
+    /// first question of every branch, in branch order, then the second of every branch, …
+    /// (see [`Frontier::interleave`]).
+    pub open: Vec<(Ask, Branch)>,
     /// What is known of the root's largest region (for progress reports).
     pub root_facts: Option<Bounds>,
+    /// Branches whose walk stopped at [`NEEDS_PER_BRANCH`] questions: a question of such a
+    /// branch missing from `open` may still matter.
+    pub truncated: HashSet<Branch>,
+}
+
+/// Which first move (of which root region) a question lies under. Units of one branch share
+/// much of their search, so a worker thread stays on one branch while it has work (its
+/// transposition table keeps paying), and different threads take different branches.
+pub type Branch = u32;
+
+impl Frontier {
+    /// Orders needs met depth-first so that branches take turns: at the top of the search
+    /// the siblings are all needed in turn (every first move is examined for each value),
+    /// while below them the first question usually settles its parent and the later ones
+    /// are speculation.
+    fn interleave(needs: Vec<(Ask, Branch)>) -> Vec<(Ask, Branch)> {
+        let mut seen: HashMap<Branch, (usize, usize)> = HashMap::new();
+        let mut keyed: Vec<((usize, usize), (Ask, Branch))> = needs
+            .into_iter()
+            .map(|(ask, b)| {
+                let next = seen.len();
+                let e = seen.entry(b).or_insert((next, 0));
+                e.1 += 1;
+                ((e.1, e.0), (ask, b))
+            })
+            .collect();
+        keyed.sort_by_key(|(k, _)| *k);
+        keyed.into_iter().map(|(_, x)| x).collect()
+    }
 }
 
 /// The top of one job's search and every fact known about its regions.
@@ -73,14 +104,31 @@ pub struct Top {
 #[derive(Default)]
 struct Walk {
     visited: HashSet<(AnyRegion, Query)>,
-    needs: Vec<Ask>,
+    needs: Vec<(Ask, Branch)>,
     learnt: bool,
+    branch: Branch,
+    per_branch: HashMap<Branch, usize>,
 }
+
+/// Questions collected per branch in one walk; the rest of a branch waits for a later walk.
+/// A few per branch keep every worker thread busy on its own branch, and stopping there
+/// keeps a walk cheap however deep the top is.
+pub const NEEDS_PER_BRANCH: usize = 8;
 
 impl Walk {
     /// Marks an open question as met; false when it was met before in this walk.
     fn first_visit(&mut self, r: AnyRegion, q: Query) -> bool {
         self.visited.insert((r, q))
+    }
+
+    fn need(&mut self, region: AnyRegion, query: Query) {
+        self.needs.push((Ask { region, query }, self.branch));
+        *self.per_branch.entry(self.branch).or_insert(0) += 1;
+    }
+
+    /// True when the current branch has all the questions one walk collects.
+    fn branch_full(&self) -> bool {
+        self.per_branch.get(&self.branch).is_some_and(|&n| n >= NEEDS_PER_BRANCH)
     }
 }
 
@@ -150,7 +198,8 @@ impl Top {
             // again until a walk learns nothing, so the list holds only what still matters.
             if !walk.learnt || answer.is_some() {
                 let root_facts = self.regions.first().copied().map(|r| self.known(&r));
-                return Frontier { answer, open: walk.needs, root_facts };
+                let truncated = walk.per_branch.iter().filter(|(_, &n)| n >= NEEDS_PER_BRANCH).map(|(b, _)| *b).collect();
+                return Frontier { answer, open: Frontier::interleave(walk.needs), root_facts, truncated };
             }
         }
     }
@@ -166,7 +215,8 @@ impl Top {
             Mode::Nimber => &regions[..],
             Mode::Outcome => regions.get(1..).unwrap_or(&[]),
         };
-        for r in minors {
+        for (i, r) in minors.iter().enumerate() {
+            walk.branch = (i as Branch) << 16;
             match self.nimber(*r, 0, walk) {
                 Some(v) => x ^= v,
                 None => open = true,
@@ -177,6 +227,7 @@ impl Top {
         }
         match (self.mode, regions.first()) {
             (Mode::Outcome, Some(&largest)) => {
+                walk.branch = (regions.len() as Branch) << 16;
                 let loss = self.is_value(largest, x, 0, walk)?;
                 Some(Solution { first_player_wins: !loss, nimber: loss.then_some(0) })
             }
@@ -254,7 +305,10 @@ impl Top {
             return Some(true);
         }
         let mut open = false;
-        for c in cs {
+        for (i, c) in cs.iter().enumerate() {
+            if depth == 1 {
+                walk.branch = (walk.branch & !0xffff) | (i as Branch).min(0xffff);
+            }
             match self.child_has(c, j, depth, walk) {
                 Some(true) => return Some(true),
                 Some(false) => {}
@@ -278,11 +332,11 @@ impl Top {
             return Some(false);
         }
         let query = Query::IsValue(n);
-        if !walk.first_visit(r, query) {
+        if walk.branch_full() || !walk.first_visit(r, query) {
             return None;
         }
         if self.is_leaf(&r, depth) {
-            walk.needs.push(Ask { region: r, query });
+            walk.need(r, query);
             return None;
         }
         let cs = self.children_of(&r);
@@ -325,11 +379,11 @@ impl Top {
         if let Some(v) = b.value() {
             return Some(v);
         }
-        if !walk.first_visit(r, Query::Nimber) {
+        if walk.branch_full() || !walk.first_visit(r, Query::Nimber) {
             return None;
         }
         if self.is_leaf(&r, depth) {
-            walk.needs.push(Ask { region: r, query: Query::Nimber });
+            walk.need(r, Query::Nimber);
             return None;
         }
         let cs = self.children_of(&r);
@@ -388,7 +442,7 @@ mod tests {
                 return (a, units);
             }
             assert!(!f.open.is_empty(), "an undecided top with nothing to ask");
-            for ask in f.open.iter().take(width) {
+            for (ask, _) in f.open.iter().take(width) {
                 units += 1;
                 // A budget "runs out" on regions larger than the budget's cell count.
                 if budget.is_some_and(|cells| ask.region.cells() > cells) && top.expand(ask.region) {
@@ -465,11 +519,11 @@ mod tests {
         let first = top.frontier().open;
         assert!(first.len() > 1);
         let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing: false }, Arc::new(DbSet::default()));
-        let ask = first[0];
+        let ask = first[0].0;
         let v = oracle.nimber(ask.region).unwrap();
         assert!(top.report(ask.region, Bounds::exact(v)));
         assert!(!top.report(ask.region, Bounds::exact(v)), "the same facts again are no news");
         assert!(top.answers(&ask));
-        assert!(!top.frontier().open.contains(&ask));
+        assert!(!top.frontier().open.iter().any(|(a, _)| *a == ask));
     }
 }

@@ -190,11 +190,11 @@ impl Shared {
     }
 
     /// Leases a unit, retrying until it gets an answer.
-    async fn lease(&self) -> Result<(Registration, lease_reply::Reply), CallError> {
+    async fn lease(&self, slot: usize) -> Result<(Registration, lease_reply::Reply), CallError> {
         let mut backoff = Backoff::new();
         loop {
             let reg = self.registration().await?;
-            let req = pb::LeaseRequest { worker_id: reg.id.clone() };
+            let req = pb::LeaseRequest { worker_id: reg.id.clone(), slot: slot as u32 };
             match self.client.clone().lease(req).await {
                 Ok(r) => match r.into_inner().reply {
                     Some(reply) => return Ok((reg, reply)),
@@ -352,7 +352,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
         if shared.stopping() {
             return Ok(());
         }
-        let (reg, reply) = match shared.lease().await {
+        let (reg, reply) = match shared.lease(index).await {
             Ok(x) => x,
             Err(CallError::Stopped) => return Ok(()),
             Err(CallError::Fatal(e)) => return Err(e),
