@@ -35,6 +35,10 @@ pub struct BenchArgs {
     /// The board each run is compared with (solved without databases).
     #[arg(long, default_value = "4x7")]
     pub baseline: String,
+    /// Compare the cluster path instead: the engine, one in-process worker and two, per
+    /// board (each run a fresh process, the three interleaved), and the cost of one unit.
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 struct Run {
@@ -42,12 +46,18 @@ struct Run {
     nodes: u64,
     secs: f64,
     peak_mib: u64,
+    units: u64,
 }
 
 fn run_once(board: &str, db: Option<&PathBuf>, a: &BenchArgs) -> Result<Option<Run>, Failure> {
+    run_with(board, db, a, &[])
+}
+
+/// One fresh `cram solve` of `board` with `extra` arguments.
+fn run_with(board: &str, db: Option<&PathBuf>, a: &BenchArgs, extra: &[&str]) -> Result<Option<Run>, Failure> {
     let exe = std::env::current_exe().map_err(Failure::runtime)?;
     let mut cmd = Command::new(exe);
-    cmd.args(["solve", board, "--json", "--tt-mb", &a.tt_mb.to_string()]);
+    cmd.args(["solve", board, "--json", "--tt-mb", &a.tt_mb.to_string()]).args(extra);
     match db {
         Some(d) => cmd.arg("--db-dir").arg(d),
         None => cmd.arg("--no-db"),
@@ -75,6 +85,7 @@ fn run_once(board: &str, db: Option<&PathBuf>, a: &BenchArgs) -> Result<Option<R
         nodes: v["nodes"].as_u64().unwrap_or(0),
         secs,
         peak_mib: v["peak_mib"].as_u64().unwrap_or(0),
+        units: v["units"].as_u64().unwrap_or(0),
     }))
 }
 
@@ -109,9 +120,68 @@ fn cell(r: &Option<(Run, f64)>, timeout: u64) -> String {
     }
 }
 
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// The cluster table: per board, medians of the engine, one worker and two workers, and
+/// the median per-round ratios; then the cost of one unit from a job of tiny units.
+fn run_cluster(boards: &[&str], a: &BenchArgs) -> Result<(), Failure> {
+    println!("| board | nimber | engine s | 1 worker s | overhead | 2 workers s | speed-up | units | nodes 1w / engine | nodes 2w / 1w |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let timeout = || Failure::runtime("bench: a run timed out");
+    for b in boards {
+        crate::solve::parse_spec(b)?;
+        let (mut e, mut w1, mut w2, mut over, mut up) = (vec![], vec![], vec![], vec![], vec![]);
+        let mut last = None;
+        for _ in 0..a.runs.max(1) {
+            let re = run_with(b, a.db_dir.as_ref(), a, &[])?.ok_or_else(timeout)?;
+            let r1 = run_with(b, a.db_dir.as_ref(), a, &["--workers", "1"])?.ok_or_else(timeout)?;
+            let r2 = run_with(b, a.db_dir.as_ref(), a, &["--workers", "2"])?.ok_or_else(timeout)?;
+            over.push(r1.secs / re.secs - 1.0);
+            up.push(r1.secs / r2.secs);
+            e.push(re.secs);
+            w1.push(r1.secs);
+            w2.push(r2.secs);
+            last = Some((re, r1, r2));
+        }
+        let (re, r1, r2) = last.expect("at least one run");
+        println!(
+            "| {b} | {} | {:.2} | {:.2} | {:+.1} % | {:.2} | {:.2}× | {} | {:.2} | {:.2} |",
+            re.nimber,
+            median(e),
+            median(w1),
+            median(over) * 100.0,
+            median(w2),
+            median(up),
+            r1.units,
+            r1.nodes as f64 / re.nodes.max(1) as f64,
+            r2.nodes as f64 / r1.nodes.max(1) as f64
+        );
+    }
+    // Tiny units: the time per unit is the coordinator round trip (lease, submit, log
+    // fsync, sled flush, frontier walk).
+    let mut per_unit = Vec::new();
+    let mut units = 0;
+    for _ in 0..a.runs.max(1) {
+        let r = run_with("4x7", None, a, &["--workers", "1", "--split-depth", "3"])?.ok_or_else(timeout)?;
+        units = r.units;
+        per_unit.push(r.secs * 1000.0 / r.units.max(1) as f64);
+    }
+    println!(
+        "\nper unit (4x7, split depth 3, {units} units of a few nodes each, one worker): {:.2} ms",
+        median(per_unit)
+    );
+    Ok(())
+}
+
 /// Runs the benchmark and prints a Markdown table.
 pub fn run(a: &BenchArgs) -> Result<(), Failure> {
     let boards: Vec<&str> = a.boards.split(',').map(str::trim).filter(|b| !b.is_empty()).collect();
+    if a.cluster {
+        return run_cluster(&boards, a);
+    }
     crate::solve::parse_spec(&a.baseline)?;
     let base = format!("× {}", a.baseline);
     let mut header = format!("| board | nimber | nodes | seconds | {base} | peak MiB |");

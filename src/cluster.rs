@@ -113,7 +113,8 @@ pub struct WorkerArgs {
     /// Search threads [default: number of cores].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub threads: Option<u32>,
-    /// Directory of the answer cache (sled); kept across restarts.
+    /// Directory of the answer cache (sled); kept across restarts. `{host}` in it is
+    /// replaced by the host name, so replicas sharing a volume get a directory each.
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
     /// File holding the token.
@@ -183,7 +184,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 pub fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only on a terminal: files, pipes and container logs get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -230,6 +233,7 @@ fn record(spec: &str, board: &Board, f: &Finished) -> SolveRecord {
         nodes: f.nodes,
         millis: f.millis,
         peak_mib: crate::report::peak_rss_mib(),
+        units: Some(f.counters.done + f.counters.split),
     }
 }
 
@@ -302,7 +306,7 @@ pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
         url: a.coordinator.clone(),
         name: a.name.clone().unwrap_or_else(host_name),
         threads: a.threads.unwrap_or_else(default_threads) as usize,
-        cache_dir: a.cache.clone(),
+        cache_dir: a.cache.as_ref().map(|p| PathBuf::from(p.to_string_lossy().replace("{host}", &host_name()))),
         dbs: a.db.databases()?,
         tt_bytes: (a.tt_mb as usize) << 20,
         token: read_token(&a.token_file)?,

@@ -103,6 +103,9 @@ pub struct SolveRecord {
     pub millis: u64,
     /// Peak resident memory of the process so far, in MiB.
     pub peak_mib: u64,
+    /// Work units recorded (cluster path only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub units: Option<u64>,
 }
 
 /// Reads a spec: `@FILE` or the text forms [`Board::parse`] accepts.
@@ -136,6 +139,7 @@ pub fn solve_one(solver: &mut Solver, spec: &str, board: &Board, mode: Mode) -> 
         nodes: solver.nodes() - before,
         millis: start.elapsed().as_millis() as u64,
         peak_mib: peak_rss_mib(),
+        units: None,
     })
 }
 

@@ -227,7 +227,13 @@ impl Scheduler {
             Some(_) => false,
             None => {
                 unit.attempt = unit.attempt.max(attempt);
-                unit.lease = Some(Lease { branch: None, worker: worker.to_string(), attempt, deadline: now + self.lease, nodes });
+                unit.lease = Some(Lease {
+                    branch: None,
+                    worker: worker.to_string(),
+                    attempt,
+                    deadline: now + self.lease,
+                    nodes,
+                });
                 tracing::info!(unit = %ask.id(), worker, attempt, "adopted a unit the worker was already searching");
                 true
             }

@@ -198,7 +198,8 @@ impl Top {
             // again until a walk learns nothing, so the list holds only what still matters.
             if !walk.learnt || answer.is_some() {
                 let root_facts = self.regions.first().copied().map(|r| self.known(&r));
-                let truncated = walk.per_branch.iter().filter(|(_, &n)| n >= NEEDS_PER_BRANCH).map(|(b, _)| *b).collect();
+                let truncated =
+                    walk.per_branch.iter().filter(|(_, &n)| n >= NEEDS_PER_BRANCH).map(|(b, _)| *b).collect();
                 return Frontier { answer, open: Frontier::interleave(walk.needs), root_facts, truncated };
             }
         }
