@@ -302,17 +302,20 @@ fn host_name() -> String {
 /// Runs `cram worker`.
 pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
     init_logging(a.log.log_format, "info");
+    let threads = a.threads.unwrap_or_else(default_threads) as usize;
+    let tt_bytes = (a.tt_mb as usize) << 20;
     let settings = WorkerSettings {
         url: a.coordinator.clone(),
         name: a.name.clone().unwrap_or_else(host_name),
-        threads: a.threads.unwrap_or_else(default_threads) as usize,
+        threads,
         cache_dir: a.cache.as_ref().map(|p| PathBuf::from(p.to_string_lossy().replace("{host}", &host_name()))),
         dbs: a.db.databases()?,
-        tt_bytes: (a.tt_mb as usize) << 20,
+        tt_bytes,
         token: read_token(&a.token_file)?,
         protocol: a.announce_protocol.unwrap_or(cram_proto::PROTOCOL_VERSION),
         build: cram_proto::BUILD_ID.to_string(),
         progress: Duration::from_secs(a.progress_secs),
+        shared: cram_worker::shared_table(threads, tt_bytes),
     };
     let summary = runtime()?.block_on(cram_worker::run(settings, signalled())).map_err(worker_failure)?;
     if let Some(d) = summary.done {
@@ -468,6 +471,8 @@ pub fn solve_with_workers(
     let result = runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;
         let url = format!("http://{}", listener.local_addr().map_err(Failure::runtime)?);
+        let tt_bytes = (tt_mb as usize) << 20;
+        let shared = cram_worker::shared_table(n as usize, tt_bytes);
         let mut workers = Vec::new();
         for i in 0..n {
             let settings = WorkerSettings {
@@ -476,11 +481,12 @@ pub fn solve_with_workers(
                 threads: 1,
                 cache_dir: None,
                 dbs: dbs.clone(),
-                tt_bytes: ((tt_mb as usize) << 20) / n as usize,
+                tt_bytes: tt_bytes / n as usize,
                 token: Some(token.clone()),
                 protocol: cram_proto::PROTOCOL_VERSION,
                 build: cram_proto::BUILD_ID.to_string(),
                 progress: Duration::from_secs(120),
+                shared: shared.clone(),
             };
             let mut stop = stop_rx.clone();
             workers.push(tokio::spawn(cram_worker::run(settings, async move {

@@ -505,15 +505,40 @@ mod tests {
         assert!(s.heartbeat(&a, u1, 1, 100, t0 + Duration::from_secs(8)));
         let expired = s.expire(t0 + Duration::from_secs(11));
         assert_eq!(expired, vec![(u2.id(), b.clone())]);
-        // The expired unit goes to the next asker with attempt 2; the old holder is cancelled.
-        let LeaseOutcome::Unit(again, 2) = s.lease(&a, 0, t0 + Duration::from_secs(12)) else { panic!() };
+        // The expired unit goes to a new asker with attempt 2 (a keeps to its own branch);
+        // the old holder is cancelled.
+        let c = s.register("c", 1, t0);
+        let LeaseOutcome::Unit(again, 2) = s.lease(&c, 0, t0 + Duration::from_secs(12)) else { panic!() };
         assert_eq!(again, u2);
         assert!(!s.heartbeat(&b, u2, 1, 500, t0 + Duration::from_secs(12)));
         // One result per unit.
         assert!(s.begin_record(u2));
-        s.finish_record(u2, Bounds::exact(1), true, 10, &a, false);
+        s.finish_record(u2, Bounds::exact(1), true, 10, &c, false);
         assert!(!s.begin_record(u2));
         assert_eq!((s.counters.done, s.counters.duplicates), (1, 1));
+    }
+
+    #[test]
+    fn a_thread_keeps_to_its_branch_and_threads_spread_over_branches() {
+        let mut s = scheduler();
+        let t0 = Instant::now();
+        let a = s.register("a", 2, t0);
+        let LeaseOutcome::Unit(first, _) = s.lease(&a, 0, t0) else { panic!() };
+        let LeaseOutcome::Unit(second, _) = s.lease(&a, 1, t0) else { panic!() };
+        let branch = |u: &Ask, s: &Scheduler| s.open.iter().find(|(x, _)| x == u).map(|(_, b)| *b).unwrap();
+        assert_ne!(branch(&first, &s), branch(&second, &s), "two threads, two branches");
+        assert!(s.begin_record(first));
+        s.finish_record(
+            first,
+            s.top.reported().get(&first.region).copied().unwrap_or(Bounds::UNKNOWN),
+            false,
+            1,
+            &a,
+            false,
+        );
+        let b0 = branch(&second, &s);
+        let LeaseOutcome::Unit(next, _) = s.lease(&a, 1, t0) else { panic!() };
+        assert_eq!(branch(&next, &s), b0, "thread 1 stays on its branch");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::board::Board;
 use crate::db::DbSet;
 use crate::pairing::half_turn_certificate;
 use crate::region::{centre_distance, for_each_component, normalize, prune_tufts, stays_connected, AnyRegion, Region};
-use crate::table::{Bounds, Table, TableStats};
+use crate::table::{Bounds, SharedTable, Table, TableStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -154,6 +154,7 @@ pub struct Solver {
     budget: u64,
     next_check: u64,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
+    shared: Option<Arc<SharedTable>>,
 }
 
 impl Solver {
@@ -170,7 +171,14 @@ impl Solver {
             budget: u64::MAX,
             next_check: CHECK_EVERY,
             progress: None,
+            shared: None,
         }
+    }
+
+    /// Shares what this solver learns about large regions with the other solvers given the
+    /// same table (threads of one process), and uses what they learnt.
+    pub fn set_shared(&mut self, table: Arc<SharedTable>) {
+        self.shared = Some(table);
     }
 
     /// Search nodes expanded so far.
@@ -272,7 +280,10 @@ impl Solver {
         if let Some(v) = self.settled(r) {
             return Err(v);
         }
-        let b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
+        let mut b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
+        if let Some(shared) = self.shared.as_ref().filter(|t| b.value().is_none() && t.covers(r.cells())) {
+            b = b.merge(shared.get(r.bits.to_u128(), r.stride));
+        }
         match b.value() {
             Some(v) => Err(v),
             None => Ok(b),
@@ -307,6 +318,9 @@ impl Solver {
     fn store<B: Word>(&mut self, r: &Region<B>, b: Bounds, since: u64) {
         let nodes = self.nodes - since;
         B::table_mut(self).put(r.bits, r.stride, b, nodes);
+        if let Some(shared) = self.shared.as_ref().filter(|t| t.covers(r.cells())) {
+            shared.put(r.bits.to_u128(), r.stride, b);
+        }
     }
 
     fn nimber_g<B: Word>(&mut self, r: Region<B>) -> Res<u8> {

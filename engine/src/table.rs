@@ -219,9 +219,76 @@ impl<B: Bits> Table<B> {
     }
 }
 
+/// A table several solvers (threads of one process) share, for regions of at least
+/// `min_cells` cells only: their searches are large, so what one thread learns saves the
+/// others much work, while the lock per probe is paid rarely. Each solver keeps its own
+/// [`Table`] for everything; this one is consulted on a miss and fed on every store.
+/// A stripe that reaches its capacity is emptied (simple, and rare at a sensible budget).
+pub struct SharedTable {
+    stripes: Vec<std::sync::Mutex<std::collections::HashMap<(u128, u8), Bounds>>>,
+    per_stripe: usize,
+    min_cells: u32,
+}
+
+const STRIPES: usize = 64;
+
+impl SharedTable {
+    /// A shared table of about `budget_bytes` for regions of at least `min_cells` cells.
+    pub fn new(budget_bytes: usize, min_cells: u32) -> SharedTable {
+        // About 64 bytes per entry in a hash map.
+        let per_stripe = (budget_bytes / 64 / STRIPES).max(16);
+        let stripes = (0..STRIPES).map(|_| Default::default()).collect();
+        SharedTable { stripes, per_stripe, min_cells }
+    }
+
+    /// True when regions of `cells` cells go through this table.
+    #[inline]
+    pub fn covers(&self, cells: u32) -> bool {
+        cells >= self.min_cells
+    }
+
+    fn stripe(&self, key: u128, stride: u8) -> &std::sync::Mutex<std::collections::HashMap<(u128, u8), Bounds>> {
+        let h = (key as u64 ^ (key >> 64) as u64 ^ stride as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        &self.stripes[(h >> 58) as usize % STRIPES]
+    }
+
+    /// What the table knows about region `(key, stride)`.
+    pub fn get(&self, key: u128, stride: u8) -> Bounds {
+        let map = self.stripe(key, stride).lock().expect("shared table lock poisoned");
+        map.get(&(key, stride)).copied().unwrap_or(Bounds::UNKNOWN)
+    }
+
+    /// Adds facts about region `(key, stride)`.
+    pub fn put(&self, key: u128, stride: u8, bounds: Bounds) {
+        let mut map = self.stripe(key, stride).lock().expect("shared table lock poisoned");
+        if map.len() >= self.per_stripe && !map.contains_key(&(key, stride)) {
+            map.clear();
+        }
+        let e = map.entry((key, stride)).or_insert(Bounds::UNKNOWN);
+        *e = e.merge(bounds);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shared_table_merges_and_stays_bounded() {
+        let t = SharedTable::new(64 * STRIPES * 16, 10);
+        assert!(t.covers(10) && !t.covers(9));
+        let mut not_one = Bounds::UNKNOWN;
+        not_one.exclude(1);
+        t.put(5, 8, not_one);
+        t.put(5, 8, Bounds { excluded: 1, upper: 7 });
+        assert_eq!(t.get(5, 8), Bounds { excluded: 3, upper: 7 });
+        assert_eq!(t.get(5, 9), Bounds::UNKNOWN);
+        for k in 0..10_000u128 {
+            t.put(k << 70, 8, Bounds::exact(2));
+        }
+        let held: usize = t.stripes.iter().map(|s| s.lock().unwrap().len()).sum();
+        assert!(held <= 16 * STRIPES, "{held}");
+    }
 
     #[test]
     fn bounds_track_exclusions_and_exact_values() {

@@ -15,7 +15,7 @@ pub mod cache;
 
 use crate::cache::Cache;
 use cram_engine::region::AnyRegion;
-use cram_engine::table::Bounds;
+use cram_engine::table::{Bounds, SharedTable};
 use cram_engine::{Config, DbSet, Interrupted, Solver};
 use cram_proto::pb::{self, lease_reply};
 use cram_proto::{facts_to_pb, region_from_pb, region_to_pb, Client, Query};
@@ -50,6 +50,19 @@ pub struct Settings {
     pub build: String,
     /// Interval of the periodic summary line.
     pub progress: Duration,
+    /// A table of large regions shared with the other search threads of this process (see
+    /// [`shared_table`]); none: each thread learns alone.
+    pub shared: Option<Arc<SharedTable>>,
+}
+
+/// Regions of at least this many cells go through the table the threads of one process
+/// share: their searches are big enough that a lock per probe costs nothing noticeable.
+pub const SHARED_MIN_CELLS: u32 = 16;
+
+/// The table `threads` search threads of one process share, a quarter of `tt_bytes`
+/// (none for a single thread).
+pub fn shared_table(threads: usize, tt_bytes: usize) -> Option<Arc<SharedTable>> {
+    (threads > 1).then(|| Arc::new(SharedTable::new(tt_bytes / 4, SHARED_MIN_CELLS)))
 }
 
 /// What a worker run did.
@@ -346,7 +359,9 @@ fn cancel_all(shared: &Shared) {
 
 /// One search thread: lease, answer, submit, until stopped.
 async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerError> {
-    let per_thread = shared.settings.tt_bytes / shared.settings.threads.max(1);
+    let own =
+        if shared.settings.shared.is_some() { shared.settings.tt_bytes / 4 * 3 } else { shared.settings.tt_bytes };
+    let per_thread = own / shared.settings.threads.max(1);
     let mut engine: Option<(bool, Solver)> = None;
     loop {
         if shared.stopping() {
@@ -379,7 +394,14 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
         // The job's engine settings decide the solver (a new job may change them).
         let solver = match engine.take() {
             Some((pairing, s)) if pairing == reg.pairing => s,
-            _ => Solver::new(&Config { tt_bytes: per_thread, pairing: reg.pairing }, shared.settings.dbs.clone()),
+            _ => {
+                let mut s =
+                    Solver::new(&Config { tt_bytes: per_thread, pairing: reg.pairing }, shared.settings.dbs.clone());
+                if let Some(t) = &shared.settings.shared {
+                    s.set_shared(t.clone());
+                }
+                s
+            }
         };
         let (solver, outcome) = answer(&shared, solver, &unit, region, query, index).await;
         engine = Some((reg.pairing, solver));
