@@ -155,6 +155,7 @@ pub struct Solver {
     next_check: u64,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
     shared: Option<Arc<SharedTable>>,
+    shared_min: u32,
 }
 
 impl Solver {
@@ -172,13 +173,16 @@ impl Solver {
             next_check: CHECK_EVERY,
             progress: None,
             shared: None,
+            shared_min: u32::MAX,
         }
     }
 
-    /// Shares what this solver learns about large regions with the other solvers given the
-    /// same table (threads of one process), and uses what they learnt.
-    pub fn set_shared(&mut self, table: Arc<SharedTable>) {
+    /// Shares what this solver learns about regions of at least `min_cells` cells with the
+    /// other solvers given the same table (threads of one process), and uses what they
+    /// learnt. The larger the threshold, the rarer (and the more valuable) each probe.
+    pub fn set_shared(&mut self, table: Arc<SharedTable>, min_cells: u32) {
         self.shared = Some(table);
+        self.shared_min = min_cells;
     }
 
     /// Search nodes expanded so far.
@@ -281,7 +285,7 @@ impl Solver {
             return Err(v);
         }
         let mut b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
-        if let Some(shared) = self.shared.as_ref().filter(|t| b.value().is_none() && t.covers(r.cells())) {
+        if let Some(shared) = self.shared.as_ref().filter(|_| b.value().is_none() && r.cells() >= self.shared_min) {
             b = b.merge(shared.get(r.bits.to_u128(), r.stride));
         }
         match b.value() {
@@ -318,7 +322,7 @@ impl Solver {
     fn store<B: Word>(&mut self, r: &Region<B>, b: Bounds, since: u64) {
         let nodes = self.nodes - since;
         B::table_mut(self).put(r.bits, r.stride, b, nodes);
-        if let Some(shared) = self.shared.as_ref().filter(|t| t.covers(r.cells())) {
+        if let Some(shared) = self.shared.as_ref().filter(|_| r.cells() >= self.shared_min) {
             shared.put(r.bits.to_u128(), r.stride, b);
         }
     }

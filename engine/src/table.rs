@@ -219,35 +219,58 @@ impl<B: Bits> Table<B> {
     }
 }
 
-/// A table several solvers (threads of one process) share, for regions of at least
-/// `min_cells` cells only: their searches are large, so what one thread learns saves the
-/// others much work, while the lock per probe is paid rarely. Each solver keeps its own
-/// [`Table`] for everything; this one is consulted on a miss and fed on every store.
-/// A stripe that reaches its capacity is emptied (simple, and rare at a sensible budget).
+/// A table several solvers (threads of one process) share for their large regions (each
+/// solver says from which size on, [`crate::Solver::set_shared`]): the searches of large
+/// regions are long, so what one thread learns saves the others much work, while the lock
+/// per probe is paid rarely. Each solver keeps its own [`Table`] for everything; this one
+/// is consulted on a miss and fed on every store. A stripe that reaches its capacity is
+/// emptied (simple, and rare at a sensible budget).
 pub struct SharedTable {
-    stripes: Vec<std::sync::Mutex<std::collections::HashMap<(u128, u8), Bounds>>>,
+    stripes: Vec<std::sync::Mutex<SharedMap>>,
     per_stripe: usize,
-    min_cells: u32,
 }
 
 const STRIPES: usize = 64;
 
+/// One stripe: keys are canonical regions, already well mixed by the stripe choice, so a
+/// cheap multiplicative hash does.
+type SharedMap = std::collections::HashMap<(u128, u8), Bounds, std::hash::BuildHasherDefault<MixHasher>>;
+
+/// A fast hasher for region keys (the default SipHash costs more than the lookup).
+#[derive(Default)]
+pub struct MixHasher(u64);
+
+impl std::hash::Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u8(*b);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u128(&mut self, i: u128) {
+        self.write_u64(i as u64);
+        self.write_u64((i >> 64) as u64);
+    }
+}
+
 impl SharedTable {
-    /// A shared table of about `budget_bytes` for regions of at least `min_cells` cells.
-    pub fn new(budget_bytes: usize, min_cells: u32) -> SharedTable {
+    /// A shared table of about `budget_bytes`.
+    pub fn new(budget_bytes: usize) -> SharedTable {
         // About 64 bytes per entry in a hash map.
         let per_stripe = (budget_bytes / 64 / STRIPES).max(16);
         let stripes = (0..STRIPES).map(|_| Default::default()).collect();
-        SharedTable { stripes, per_stripe, min_cells }
+        SharedTable { stripes, per_stripe }
     }
 
-    /// True when regions of `cells` cells go through this table.
-    #[inline]
-    pub fn covers(&self, cells: u32) -> bool {
-        cells >= self.min_cells
-    }
-
-    fn stripe(&self, key: u128, stride: u8) -> &std::sync::Mutex<std::collections::HashMap<(u128, u8), Bounds>> {
+    fn stripe(&self, key: u128, stride: u8) -> &std::sync::Mutex<SharedMap> {
         let h = (key as u64 ^ (key >> 64) as u64 ^ stride as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         &self.stripes[(h >> 58) as usize % STRIPES]
     }
@@ -275,8 +298,7 @@ mod tests {
 
     #[test]
     fn the_shared_table_merges_and_stays_bounded() {
-        let t = SharedTable::new(64 * STRIPES * 16, 10);
-        assert!(t.covers(10) && !t.covers(9));
+        let t = SharedTable::new(64 * STRIPES * 16);
         let mut not_one = Bounds::UNKNOWN;
         not_one.exclude(1);
         t.put(5, 8, not_one);

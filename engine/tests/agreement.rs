@@ -216,3 +216,36 @@ fn interrupted_searches_leave_the_solver_exact() {
         assert_eq!(solver.solve(&b, Mode::Nimber).unwrap().nimber, Some(brute(mask, 4, 7, &mut memo)));
     }
 }
+
+#[test]
+fn threads_sharing_a_table_stay_exact() {
+    // Two solvers on two threads share a small table (constantly emptied stripes) for
+    // every region of 6 cells and more, solving the same random positions in opposite
+    // orders; both must agree with brute force on every one.
+    use cram_engine::table::SharedTable;
+    let mut rng = Lcg(2024);
+    let positions: Vec<u128> = (0..120).map(|_| (rng.next() as u128 | rng.next() as u128) & ((1 << 24) - 1)).collect();
+    let mut memo = HashMap::new();
+    let want: Vec<u8> = positions.iter().map(|&m| brute(m, 4, 6, &mut memo)).collect();
+    let shared = Arc::new(SharedTable::new(64 << 10));
+    std::thread::scope(|s| {
+        for reversed in [false, true] {
+            let (shared, positions, want) = (shared.clone(), &positions, &want);
+            s.spawn(move || {
+                let mut solver = Solver::new(&Config { tt_bytes: 1 << 20, pairing: true }, Arc::new(DbSet::default()));
+                solver.set_shared(shared, 6);
+                let order: Vec<usize> =
+                    if reversed { (0..positions.len()).rev().collect() } else { (0..positions.len()).collect() };
+                for i in order {
+                    let board = Board::from_mask(4, 6, positions[i]).unwrap();
+                    assert_eq!(
+                        solver.solve(&board, Mode::Nimber).unwrap().nimber,
+                        Some(want[i]),
+                        "{}",
+                        board.rows_string()
+                    );
+                }
+            });
+        }
+    });
+}
