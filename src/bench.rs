@@ -29,9 +29,9 @@ pub struct BenchArgs {
     /// Also run with the databases in this directory.
     #[arg(long, value_name = "DIR")]
     pub db_dir: Option<PathBuf>,
-    /// Transposition table budget (MiB) passed to each solve.
-    #[arg(long, default_value_t = 2048)]
-    pub tt_mb: u64,
+    /// Transposition table budget (MiB) passed to each solve [default: each solve's own].
+    #[arg(long)]
+    pub tt_mb: Option<u64>,
     /// The board each run is compared with (solved without databases).
     #[arg(long, default_value = "4x7")]
     pub baseline: String,
@@ -57,7 +57,10 @@ fn run_once(board: &str, db: Option<&PathBuf>, a: &BenchArgs) -> Result<Option<R
 fn run_with(board: &str, db: Option<&PathBuf>, a: &BenchArgs, extra: &[&str]) -> Result<Option<Run>, Failure> {
     let exe = std::env::current_exe().map_err(Failure::runtime)?;
     let mut cmd = Command::new(exe);
-    cmd.args(["solve", board, "--json", "--tt-mb", &a.tt_mb.to_string()]).args(extra);
+    cmd.args(["solve", board, "--json"]).args(extra);
+    if let Some(mb) = a.tt_mb {
+        cmd.args(["--tt-mb", &mb.to_string()]);
+    }
     match db {
         Some(d) => cmd.arg("--db-dir").arg(d),
         None => cmd.arg("--no-db"),

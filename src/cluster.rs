@@ -2,7 +2,7 @@
 //! and `cram solve --workers N`, which runs the same coordinator and N workers in this
 //! process over loopback gRPC, so the local and the cluster path are one code path.
 
-use crate::solve::{parse_spec, print_record, DbArgs, SolveRecord};
+use crate::solve::{parse_spec, print_record, DbArgs, SolveRecord, DEFAULT_SHARED_TT_MB, DEFAULT_TT_MB};
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use cram_coordinator::{CoordError, Finished, Settings as CoordSettings, Split};
@@ -120,9 +120,10 @@ pub struct WorkerArgs {
     /// File holding the token.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
-    /// Transposition table memory over all threads, in MiB.
-    #[arg(long, value_name = "N", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
-    pub tt_mb: u64,
+    /// Transposition table memory over all threads, in MiB [default: 2048 for one thread,
+    /// a limit its table grows to; 512 allocated up front for the table threads share].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub tt_mb: Option<u64>,
     /// Name shown in the coordinator's status [default: host name].
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
@@ -287,6 +288,13 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(format!("{}: {e}", path.display())))
 }
 
+/// Transposition table bytes for `threads` search threads: `tt_mb` if given, else the
+/// default for one thread's own table or for a table threads share.
+fn tt_budget(tt_mb: Option<u64>, threads: usize) -> usize {
+    let default = if threads > 1 { DEFAULT_SHARED_TT_MB } else { DEFAULT_TT_MB };
+    (tt_mb.unwrap_or(default) as usize) << 20
+}
+
 fn default_threads() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
@@ -303,7 +311,7 @@ fn host_name() -> String {
 pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
     init_logging(a.log.log_format, "info");
     let threads = a.threads.unwrap_or_else(default_threads) as usize;
-    let tt_bytes = (a.tt_mb as usize) << 20;
+    let tt_bytes = tt_budget(a.tt_mb, threads);
     let settings = WorkerSettings {
         url: a.coordinator.clone(),
         name: a.name.clone().unwrap_or_else(host_name),
@@ -315,7 +323,7 @@ pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
         protocol: a.announce_protocol.unwrap_or(cram_proto::PROTOCOL_VERSION),
         build: cram_proto::BUILD_ID.to_string(),
         progress: Duration::from_secs(a.progress_secs),
-        shared: cram_worker::shared_table(threads, tt_bytes),
+        shared: cram_worker::shared_tables(threads, tt_bytes),
     };
     let summary = runtime()?.block_on(cram_worker::run(settings, signalled())).map_err(worker_failure)?;
     if let Some(d) = summary.done {
@@ -435,7 +443,7 @@ pub fn solve_with_workers(
     board: &Board,
     mode: Mode,
     pairing: bool,
-    tt_mb: u64,
+    tt_mb: Option<u64>,
     db: &DbArgs,
     local: &LocalClusterArgs,
 ) -> Result<SolveRecord, Failure> {
@@ -471,8 +479,8 @@ pub fn solve_with_workers(
     let result = runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;
         let url = format!("http://{}", listener.local_addr().map_err(Failure::runtime)?);
-        let tt_bytes = (tt_mb as usize) << 20;
-        let shared = cram_worker::shared_table(n as usize, tt_bytes);
+        let tt_bytes = tt_budget(tt_mb, n as usize);
+        let shared = cram_worker::shared_tables(n as usize, tt_bytes);
         let mut workers = Vec::new();
         for i in 0..n {
             let settings = WorkerSettings {

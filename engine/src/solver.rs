@@ -15,7 +15,7 @@ use crate::board::Board;
 use crate::db::DbSet;
 use crate::pairing::half_turn_certificate;
 use crate::region::{centre_distance, for_each_component, normalize, prune_tufts, stays_connected, AnyRegion, Region};
-use crate::table::{Bounds, SharedTable, Table, TableStats};
+use crate::table::{AtomicTable, Bounds, Table, TableStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -142,6 +142,23 @@ impl Word for u128 {
 /// How often (in nodes) the cancel flag, budget and progress callback are looked at.
 const CHECK_EVERY: u64 = 1 << 12;
 
+/// Transposition tables for the solvers of several threads ([`Solver::set_shared`]).
+#[derive(Clone)]
+pub struct SharedTables {
+    narrow: Arc<AtomicTable>,
+    wide: Arc<AtomicTable>,
+}
+
+impl SharedTables {
+    /// Tables of `tt_bytes` in all, split between the two word sizes as a solver's own are.
+    pub fn new(tt_bytes: usize) -> SharedTables {
+        SharedTables {
+            narrow: Arc::new(AtomicTable::new(tt_bytes * 3 / 4)),
+            wide: Arc::new(AtomicTable::new(tt_bytes / 4)),
+        }
+    }
+}
+
 /// A single-threaded solver with its caches; reuse it across positions to share them.
 pub struct Solver {
     tt64: Table<u64>,
@@ -154,8 +171,6 @@ pub struct Solver {
     budget: u64,
     next_check: u64,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
-    shared: Option<Arc<SharedTable>>,
-    shared_min: u32,
 }
 
 impl Solver {
@@ -172,17 +187,14 @@ impl Solver {
             budget: u64::MAX,
             next_check: CHECK_EVERY,
             progress: None,
-            shared: None,
-            shared_min: u32::MAX,
         }
     }
 
-    /// Shares what this solver learns about regions of at least `min_cells` cells with the
-    /// other solvers given the same table (threads of one process), and uses what they
-    /// learnt. The larger the threshold, the rarer (and the more valuable) each probe.
-    pub fn set_shared(&mut self, table: Arc<SharedTable>, min_cells: u32) {
-        self.shared = Some(table);
-        self.shared_min = min_cells;
+    /// Replaces this solver's transposition tables with `tables`, shared with the solvers
+    /// of other threads: what any of them learns, all use.
+    pub fn set_shared(&mut self, tables: &SharedTables) {
+        self.tt64 = Table::shared(tables.narrow.clone());
+        self.tt128 = Table::shared(tables.wide.clone());
     }
 
     /// Search nodes expanded so far.
@@ -284,10 +296,7 @@ impl Solver {
         if let Some(v) = self.settled(r) {
             return Err(v);
         }
-        let mut b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
-        if let Some(shared) = self.shared.as_ref().filter(|_| b.value().is_none() && r.cells() >= self.shared_min) {
-            b = b.merge(shared.get(r.bits.to_u128(), r.stride));
-        }
+        let b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
         match b.value() {
             Some(v) => Err(v),
             None => Ok(b),
@@ -322,9 +331,6 @@ impl Solver {
     fn store<B: Word>(&mut self, r: &Region<B>, b: Bounds, since: u64) {
         let nodes = self.nodes - since;
         B::table_mut(self).put(r.bits, r.stride, b, nodes);
-        if let Some(shared) = self.shared.as_ref().filter(|_| r.cells() >= self.shared_min) {
-            shared.put(r.bits.to_u128(), r.stride, b);
-        }
     }
 
     fn nimber_g<B: Word>(&mut self, r: Region<B>) -> Res<u8> {

@@ -6,6 +6,8 @@
 //! the entry that cost the fewest search nodes to establish.
 
 use crate::bits::Bits;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// What is known about the nimber `g` of one region.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -113,11 +115,13 @@ const INITIAL_BUCKETS: usize = 1 << 9;
 #[repr(align(128))]
 struct Bucket<B: Bits>([Slot<B>; BUCKET]);
 
-/// A bounded hash table from canonical regions to [`Bounds`].
+/// A bounded hash table from canonical regions to [`Bounds`]: the solver's own, or a view
+/// of an [`AtomicTable`] that the solvers of several threads share.
 pub struct Table<B: Bits> {
     buckets: Vec<Bucket<B>>,
     max_buckets: usize,
     stats: TableStats,
+    shared: Option<Arc<AtomicTable>>,
 }
 
 impl<B: Bits> Table<B> {
@@ -126,12 +130,21 @@ impl<B: Bits> Table<B> {
         let fit = (budget_bytes / std::mem::size_of::<Bucket<B>>()).max(1);
         let max_buckets = if fit.is_power_of_two() { fit } else { fit.next_power_of_two() / 2 };
         let buckets = vec![Bucket::default(); INITIAL_BUCKETS.min(max_buckets)];
-        Table { buckets, max_buckets, stats: TableStats::default() }
+        Table { buckets, max_buckets, stats: TableStats::default(), shared: None }
     }
 
-    /// Bytes allocated now.
+    /// A view of a table shared with other threads: every fact any of them stores is
+    /// seen by all.
+    pub fn shared(table: Arc<AtomicTable>) -> Table<B> {
+        Table { buckets: Vec::new(), max_buckets: 0, stats: TableStats::default(), shared: Some(table) }
+    }
+
+    /// Bytes allocated now (for a shared table, its whole size).
     pub fn allocated_bytes(&self) -> usize {
-        self.buckets.len() * std::mem::size_of::<Bucket<B>>()
+        match &self.shared {
+            Some(t) => t.bytes(),
+            None => self.buckets.len() * std::mem::size_of::<Bucket<B>>(),
+        }
     }
 
     /// Use counters.
@@ -140,32 +153,33 @@ impl<B: Bits> Table<B> {
     }
 
     #[inline]
+    fn hash(key: B, stride: u8) -> u64 {
+        key.mix() ^ (stride as u64).wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    #[inline]
     fn bucket(&self, key: B, stride: u8) -> usize {
-        let h = key.mix() ^ (stride as u64).wrapping_mul(0x2545_F491_4F6C_DD1D);
-        (h as usize) & (self.buckets.len() - 1)
+        (Self::hash(key, stride) as usize) & (self.buckets.len() - 1)
     }
 
     /// Hints the processor to fetch the bucket of `(key, stride)`, so that a batch of
     /// lookups overlaps its cache misses.
     #[inline]
     pub fn prefetch(&self, key: B, stride: u8) {
-        let b = self.bucket(key, stride);
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is only a hint; it never faults, and the address is inside
-        // the bucket vector.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let line = self.buckets.as_ptr().add(b) as *const i8;
-            _mm_prefetch::<_MM_HINT_T0>(line);
-            _mm_prefetch::<_MM_HINT_T0>(line.add(64));
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = b;
+        let line = match &self.shared {
+            Some(t) => t.bucket_ptr(Self::hash(key, stride)),
+            // SAFETY: `bucket` is an index inside the bucket vector.
+            None => unsafe { self.buckets.as_ptr().add(self.bucket(key, stride)) as *const u8 },
+        };
+        prefetch_line_pair(line);
     }
 
     /// What is known about region `(key, stride)`.
     #[inline]
     pub fn get(&self, key: B, stride: u8) -> Option<Bounds> {
+        if let Some(t) = &self.shared {
+            return t.get(Self::hash(key, stride), key.to_u128(), stride);
+        }
         let b = self.bucket(key, stride);
         self.buckets[b]
             .0
@@ -177,6 +191,9 @@ impl<B: Bits> Table<B> {
     /// Adds facts about region `(key, stride)`, established with about `nodes` search nodes.
     pub fn put(&mut self, key: B, stride: u8, bounds: Bounds, nodes: u64) {
         let work = (64 - nodes.leading_zeros()) as u8;
+        if let Some(t) = &self.shared {
+            return t.put(Self::hash(key, stride), key.to_u128(), stride, bounds, work);
+        }
         let b = self.bucket(key, stride);
         let bucket = &mut self.buckets[b].0;
         if let Some(s) = bucket.iter_mut().find(|s| s.key == key && s.stride == stride) {
@@ -219,76 +236,165 @@ impl<B: Bits> Table<B> {
     }
 }
 
-/// A table several solvers (threads of one process) share for their large regions (each
-/// solver says from which size on, [`crate::Solver::set_shared`]): the searches of large
-/// regions are long, so what one thread learns saves the others much work, while the lock
-/// per probe is paid rarely. Each solver keeps its own [`Table`] for everything; this one
-/// is consulted on a miss and fed on every store. A stripe that reaches its capacity is
-/// emptied (simple, and rare at a sensible budget).
-pub struct SharedTable {
-    stripes: Vec<std::sync::Mutex<SharedMap>>,
-    per_stripe: usize,
+/// Hints the processor to fetch the 128 bytes at `line` (two cache lines).
+#[inline]
+fn prefetch_line_pair(line: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(64) as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = line;
 }
 
-const STRIPES: usize = 64;
+/// Slots in a bucket of the shared table: 5 × 24 bytes after an 8-byte sequence number.
+const ATOMIC_SLOTS: usize = 5;
 
-/// One stripe: keys are canonical regions, already well mixed by the stripe choice, so a
-/// cheap multiplicative hash does.
-type SharedMap = std::collections::HashMap<(u128, u8), Bounds, std::hash::BuildHasherDefault<MixHasher>>;
-
-/// A fast hasher for region keys (the default SipHash costs more than the lookup).
-#[derive(Default)]
-pub struct MixHasher(u64);
-
-impl std::hash::Hasher for MixHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u8(*b);
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.write_u64(i as u64);
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    fn write_u128(&mut self, i: u128) {
-        self.write_u64(i as u64);
-        self.write_u64((i >> 64) as u64);
-    }
+/// A bucket of the shared table, guarded by a sequence lock: a writer makes the sequence
+/// odd, writes, and makes it even again; a reader retries when the sequence was odd or
+/// changed while it read, so it never uses a half-written slot.
+#[repr(align(128))]
+struct AtomicBucket {
+    seq: AtomicU64,
+    /// Per slot: key low word, key high word, then stride | upper << 8 | work << 16 |
+    /// excluded << 32. A zero key is an empty slot (no region is empty).
+    slots: [[AtomicU64; 3]; ATOMIC_SLOTS],
 }
 
-impl SharedTable {
-    /// A shared table of about `budget_bytes`.
-    pub fn new(budget_bytes: usize) -> SharedTable {
-        // About 64 bytes per entry in a hash map.
-        let per_stripe = (budget_bytes / 64 / STRIPES).max(16);
-        let stripes = (0..STRIPES).map(|_| Default::default()).collect();
-        SharedTable { stripes, per_stripe }
+/// The transposition table the solvers of several threads share ([`Table::shared`]):
+/// fixed size, no locks on reads, a sequence lock per bucket on writes. What one thread
+/// learns, the others use at once; a probe costs what a probe of a solver's own table does.
+pub struct AtomicTable {
+    buckets: Box<[AtomicBucket]>,
+}
+
+impl AtomicTable {
+    /// A table of about `budget_bytes` (rounded down to a power of two of buckets; the
+    /// memory is zeroed by the system and mapped as it is first touched, in huge pages
+    /// where the system allows: random probes would otherwise fault on every 4 KiB page).
+    pub fn new(budget_bytes: usize) -> AtomicTable {
+        const HUGE_PAGE: usize = 2 << 20;
+        let size = std::mem::size_of::<AtomicBucket>();
+        let fit = (budget_bytes / size).max(1);
+        let n = if fit.is_power_of_two() { fit } else { fit.next_power_of_two() / 2 };
+        let layout = std::alloc::Layout::array::<AtomicBucket>(n)
+            .and_then(|l| l.align_to(HUGE_PAGE.min(l.size().next_power_of_two())))
+            .expect("table size fits the address space");
+        // SAFETY: the layout is non-zero sized; all-zero bytes are valid atomics (an empty
+        // table); the allocation is owned by the box, which frees it with the same layout.
+        let buckets = unsafe {
+            let ptr = std::alloc::alloc_zeroed(layout) as *mut AtomicBucket;
+            if ptr.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            #[cfg(target_os = "linux")]
+            if layout.size() >= HUGE_PAGE {
+                // A hint; without transparent huge pages the table works the same.
+                libc::madvise(ptr as *mut libc::c_void, layout.size(), libc::MADV_HUGEPAGE);
+            }
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n))
+        };
+        AtomicTable { buckets }
     }
 
-    fn stripe(&self, key: u128, stride: u8) -> &std::sync::Mutex<SharedMap> {
-        let h = (key as u64 ^ (key >> 64) as u64 ^ stride as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        &self.stripes[(h >> 58) as usize % STRIPES]
+    /// Bytes of the table.
+    pub fn bytes(&self) -> usize {
+        self.buckets.len() * std::mem::size_of::<AtomicBucket>()
     }
 
-    /// What the table knows about region `(key, stride)`.
-    pub fn get(&self, key: u128, stride: u8) -> Bounds {
-        let map = self.stripe(key, stride).lock().expect("shared table lock poisoned");
-        map.get(&(key, stride)).copied().unwrap_or(Bounds::UNKNOWN)
+    #[inline]
+    fn bucket(&self, hash: u64) -> &AtomicBucket {
+        &self.buckets[(hash as usize) & (self.buckets.len() - 1)]
     }
 
-    /// Adds facts about region `(key, stride)`.
-    pub fn put(&self, key: u128, stride: u8, bounds: Bounds) {
-        let mut map = self.stripe(key, stride).lock().expect("shared table lock poisoned");
-        if map.len() >= self.per_stripe && !map.contains_key(&(key, stride)) {
-            map.clear();
+    fn bucket_ptr(&self, hash: u64) -> *const u8 {
+        self.bucket(hash) as *const AtomicBucket as *const u8
+    }
+
+    fn meta(stride: u8, upper: u8, work: u8, excluded: u32) -> u64 {
+        stride as u64 | (upper as u64) << 8 | (work as u64) << 16 | (excluded as u64) << 32
+    }
+
+    /// What is known about region `(key, stride)` whose hash is `hash`.
+    pub fn get(&self, hash: u64, key: u128, stride: u8) -> Option<Bounds> {
+        let b = self.bucket(hash);
+        let (lo, hi) = (key as u64, (key >> 64) as u64);
+        loop {
+            let before = b.seq.load(Ordering::Acquire);
+            if before & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut found = None;
+            for s in &b.slots {
+                if s[0].load(Ordering::Relaxed) == lo && s[1].load(Ordering::Relaxed) == hi {
+                    let m = s[2].load(Ordering::Relaxed);
+                    if m as u8 == stride {
+                        found = Some(Bounds { excluded: (m >> 32) as u32, upper: (m >> 8) as u8 });
+                        break;
+                    }
+                }
+            }
+            std::sync::atomic::fence(Ordering::Acquire);
+            if b.seq.load(Ordering::Relaxed) == before {
+                return found;
+            }
         }
-        let e = map.entry((key, stride)).or_insert(Bounds::UNKNOWN);
-        *e = e.merge(bounds);
+    }
+
+    /// Adds facts about region `(key, stride)` whose hash is `hash`, established with
+    /// `work` (log2 of the nodes): merged into its slot, else into an empty one, else over
+    /// the slot of least work if that is no more than `work`.
+    pub fn put(&self, hash: u64, key: u128, stride: u8, bounds: Bounds, work: u8) {
+        let b = self.bucket(hash);
+        // Take the bucket's write lock: an even sequence made odd.
+        let mut seq = b.seq.load(Ordering::Relaxed);
+        loop {
+            if seq & 1 == 0 {
+                match b.seq.compare_exchange_weak(seq, seq + 1, Ordering::Acquire, Ordering::Relaxed) {
+                    Ok(_) => break,
+                    Err(now) => seq = now,
+                }
+            } else {
+                std::hint::spin_loop();
+                seq = b.seq.load(Ordering::Relaxed);
+            }
+        }
+        std::sync::atomic::fence(Ordering::Release);
+        let (lo, hi) = (key as u64, (key >> 64) as u64);
+        let read = |s: &[AtomicU64; 3]| {
+            (s[0].load(Ordering::Relaxed), s[1].load(Ordering::Relaxed), s[2].load(Ordering::Relaxed))
+        };
+        let write = |s: &[AtomicU64; 3], m: u64| {
+            s[0].store(lo, Ordering::Relaxed);
+            s[1].store(hi, Ordering::Relaxed);
+            s[2].store(m, Ordering::Relaxed);
+        };
+        let same = b.slots.iter().find(|s| {
+            let (l, h, m) = read(s);
+            l == lo && h == hi && m as u8 == stride
+        });
+        if let Some(s) = same {
+            let m = s[2].load(Ordering::Relaxed);
+            let old = Bounds { excluded: (m >> 32) as u32, upper: (m >> 8) as u8 }.merge(bounds);
+            write(s, Self::meta(stride, old.upper, ((m >> 16) as u8).max(work), old.excluded));
+        } else {
+            let new = Self::meta(stride, bounds.upper, work, bounds.excluded);
+            let empty = b.slots.iter().find(|s| read(s).0 == 0 && read(s).1 == 0);
+            match empty {
+                Some(s) => write(s, new),
+                None => {
+                    let victim = b.slots.iter().min_by_key(|s| (read(s).2 >> 16) as u8).expect("buckets have slots");
+                    if (read(victim).2 >> 16) as u8 <= work {
+                        write(victim, new);
+                    }
+                }
+            }
+        }
+        b.seq.store(seq + 2, Ordering::Release);
     }
 }
 
@@ -297,19 +403,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_shared_table_merges_and_stays_bounded() {
-        let t = SharedTable::new(64 * STRIPES * 16);
+    fn the_shared_table_keeps_facts_and_replaces_by_work() {
+        let t = AtomicTable::new(4 * 128);
+        assert_eq!(t.bytes(), 512);
         let mut not_one = Bounds::UNKNOWN;
         not_one.exclude(1);
-        t.put(5, 8, not_one);
-        t.put(5, 8, Bounds { excluded: 1, upper: 7 });
-        assert_eq!(t.get(5, 8), Bounds { excluded: 3, upper: 7 });
-        assert_eq!(t.get(5, 9), Bounds::UNKNOWN);
-        for k in 0..10_000u128 {
-            t.put(k << 70, 8, Bounds::exact(2));
+        let view: Table<u128> = Table::shared(Arc::new(t));
+        let mut view = view;
+        view.put(5, 8, not_one, 10);
+        view.put(5, 8, Bounds { excluded: 1, upper: 7 }, 10);
+        assert_eq!(view.get(5, 8), Some(Bounds { excluded: 3, upper: 7 }));
+        assert_eq!(view.get(5, 9), None);
+        assert_eq!(view.get(1 << 100 | 5, 8), None);
+        // Many keys in 4 buckets of 5 slots: costly entries survive cheap ones.
+        view.put(77, 8, Bounds::exact(2), 1 << 40);
+        for k in 100..400u128 {
+            view.put(k, 8, Bounds::exact(1), 4);
         }
-        let held: usize = t.stripes.iter().map(|s| s.lock().unwrap().len()).sum();
-        assert!(held <= 16 * STRIPES, "{held}");
+        assert_eq!(view.get(77, 8), Some(Bounds::exact(2)));
+    }
+
+    #[test]
+    fn threads_never_read_a_torn_slot() {
+        // Two writers hammer one bucket with 12 keys (more than its slots) whose bounds
+        // are a function of the key; a reader checks every entry it finds.
+        let t = Arc::new(AtomicTable::new(128));
+        let key = |i: u128| ((i % 12 + 1) << 64) | ((i % 12) * 7 + 1);
+        let expect = |k: u128| Bounds { excluded: (k as u32).rotate_left(7) & !1, upper: (k >> 64) as u8 + 30 };
+        let hits = std::thread::scope(|s| {
+            for w in 0..2u128 {
+                let t = t.clone();
+                s.spawn(move || {
+                    for i in 0..200_000u128 {
+                        let k = key(i + w * 5);
+                        t.put(0, k, 8, expect(k), 1);
+                    }
+                });
+            }
+            let t = t.clone();
+            s.spawn(move || {
+                let mut hits = 0;
+                for i in 0..200_000u128 {
+                    if let Some(b) = t.get(0, key(i), 8) {
+                        assert_eq!(b, expect(key(i)));
+                        hits += 1;
+                    }
+                }
+                hits
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(hits > 0);
     }
 
     #[test]

@@ -219,21 +219,21 @@ fn interrupted_searches_leave_the_solver_exact() {
 
 #[test]
 fn threads_sharing_a_table_stay_exact() {
-    // Two solvers on two threads share a small table (constantly emptied stripes) for
-    // every region of 6 cells and more, solving the same random positions in opposite
-    // orders; both must agree with brute force on every one.
-    use cram_engine::table::SharedTable;
+    // Two solvers on two threads share small tables (entries replaced all the time),
+    // solving the same random positions in opposite orders; both must agree with brute
+    // force on every one.
+    use cram_engine::solver::SharedTables;
     let mut rng = Lcg(2024);
     let positions: Vec<u128> = (0..120).map(|_| (rng.next() as u128 | rng.next() as u128) & ((1 << 24) - 1)).collect();
     let mut memo = HashMap::new();
     let want: Vec<u8> = positions.iter().map(|&m| brute(m, 4, 6, &mut memo)).collect();
-    let shared = Arc::new(SharedTable::new(64 << 10));
+    let shared = SharedTables::new(64 << 10);
     std::thread::scope(|s| {
         for reversed in [false, true] {
             let (shared, positions, want) = (shared.clone(), &positions, &want);
             s.spawn(move || {
                 let mut solver = Solver::new(&Config { tt_bytes: 1 << 20, pairing: true }, Arc::new(DbSet::default()));
-                solver.set_shared(shared, 6);
+                solver.set_shared(&shared);
                 let order: Vec<usize> =
                     if reversed { (0..positions.len()).rev().collect() } else { (0..positions.len()).collect() };
                 for i in order {

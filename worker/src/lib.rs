@@ -15,7 +15,8 @@ pub mod cache;
 
 use crate::cache::Cache;
 use cram_engine::region::AnyRegion;
-use cram_engine::table::{Bounds, SharedTable};
+use cram_engine::solver::SharedTables;
+use cram_engine::table::Bounds;
 use cram_engine::{Config, DbSet, Interrupted, Solver};
 use cram_proto::pb::{self, lease_reply};
 use cram_proto::{facts_to_pb, region_from_pb, region_to_pb, Client, Query};
@@ -50,24 +51,15 @@ pub struct Settings {
     pub build: String,
     /// Interval of the periodic summary line.
     pub progress: Duration,
-    /// A table of large regions shared with the other search threads of this process (see
-    /// [`shared_table`]); none: each thread learns alone.
-    pub shared: Option<Arc<SharedTable>>,
+    /// Transposition tables shared by the search threads of this process (see
+    /// [`shared_tables`]); none: each thread has its own.
+    pub shared: Option<SharedTables>,
 }
 
-/// A unit's regions with at most this many cells fewer than the unit's go through the
-/// table the threads of one process share: the top of each search, where one probe saves
-/// the most and probes are rare. Measured on 4x11 with two threads (units of 40 cells):
-/// sharing every region of 16 cells and more saves the most nodes (1.15× one thread's
-/// instead of 1.5×) but slows each thread by a third (a lock and a likely cache miss on
-/// nearly every node); the top 12, 16, 20 cells: 1.38×, 1.31×, 1.23× the nodes, 6.0, 5.9,
-/// 6.4 s.
-pub const SHARED_TOP_CELLS: u32 = 16;
-
-/// The table `threads` search threads of one process share, a quarter of `tt_bytes`
-/// (none for a single thread).
-pub fn shared_table(threads: usize, tt_bytes: usize) -> Option<Arc<SharedTable>> {
-    (threads > 1).then(|| Arc::new(SharedTable::new(tt_bytes / 4)))
+/// The transposition tables `threads` search threads of one process share, `tt_bytes` in
+/// all (none for a single thread, which keeps its own growing table).
+pub fn shared_tables(threads: usize, tt_bytes: usize) -> Option<SharedTables> {
+    (threads > 1).then(|| SharedTables::new(tt_bytes))
 }
 
 /// What a worker run did.
@@ -397,13 +389,17 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
             }
         };
         // The job's engine settings decide the solver (a new job may change them).
-        let mut solver = match engine.take() {
+        let solver = match engine.take() {
             Some((pairing, s)) if pairing == reg.pairing => s,
-            _ => Solver::new(&Config { tt_bytes: per_thread, pairing: reg.pairing }, shared.settings.dbs.clone()),
+            _ => {
+                let mut s =
+                    Solver::new(&Config { tt_bytes: per_thread, pairing: reg.pairing }, shared.settings.dbs.clone());
+                if let Some(t) = &shared.settings.shared {
+                    s.set_shared(t);
+                }
+                s
+            }
         };
-        if let Some(t) = &shared.settings.shared {
-            solver.set_shared(t.clone(), region.cells().saturating_sub(SHARED_TOP_CELLS));
-        }
         let (solver, outcome) = answer(&shared, solver, &unit, region, query, index).await;
         engine = Some((reg.pairing, solver));
         let Some(req) = outcome else { continue };
