@@ -334,11 +334,6 @@ impl Scheduler {
         self.units.values().filter_map(|u| u.lease.as_ref()).map(|l| l.nodes).sum()
     }
 
-    /// Number of workers heard from recently.
-    pub fn worker_count(&self) -> usize {
-        self.workers.len()
-    }
-
     /// Units in the frontier, and how many of them are leased.
     pub fn pending_and_leased(&mut self) -> (usize, usize) {
         self.refresh();
@@ -528,14 +523,7 @@ mod tests {
         let branch = |u: &Ask, s: &Scheduler| s.open.iter().find(|(x, _)| x == u).map(|(_, b)| *b).unwrap();
         assert_ne!(branch(&first, &s), branch(&second, &s), "two threads, two branches");
         assert!(s.begin_record(first));
-        s.finish_record(
-            first,
-            s.top.reported().get(&first.region).copied().unwrap_or(Bounds::UNKNOWN),
-            false,
-            1,
-            &a,
-            false,
-        );
+        s.finish_record(first, Bounds::UNKNOWN, false, 1, &a, false);
         let b0 = branch(&second, &s);
         let LeaseOutcome::Unit(next, _) = s.lease(&a, 1, t0) else { panic!() };
         assert_eq!(branch(&next, &s), b0, "thread 1 stays on its branch");

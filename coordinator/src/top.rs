@@ -173,16 +173,6 @@ impl Top {
         ask.query.answered_by(b)
     }
 
-    /// Every reported fact (the state a restart rebuilds).
-    pub fn reported(&self) -> &HashMap<AnyRegion, Bounds> {
-        &self.reported
-    }
-
-    /// Regions split after running out of budget.
-    pub fn expanded(&self) -> &HashSet<AnyRegion> {
-        &self.expanded
-    }
-
     /// Nodes the coordinator searched itself (regions of at most [`LOCAL_CELLS`] cells).
     pub fn local_nodes(&self) -> u64 {
         self.local.nodes()
