@@ -376,9 +376,9 @@ fn status_text(v: &serde_json::Value) -> String {
         n(&u["from_cache"])
     );
     out += &format!(
-        "nodes: {} ({:.0} nodes/s)\nroot: {}\n",
+        "nodes: {} ({} nodes/s)\nroot: {}\n",
         crate::report::thousands(n(&v["nodes"])),
-        v["nodes_per_sec"].as_f64().unwrap_or(0.0),
+        crate::report::thousands(v["nodes_per_sec"].as_f64().unwrap_or(0.0) as u64),
         v["root"].as_str().unwrap_or("?")
     );
     match (&v["answer"], v["eta_secs"].as_u64()) {

@@ -239,7 +239,9 @@ async fn supervise(
         if now.duration_since(last_sample.0) >= Duration::from_secs(1) {
             let dt = now.duration_since(last_sample.0).as_secs_f64();
             let rate = total_nodes.saturating_sub(last_sample.1) as f64 / dt;
-            *shared.rate.lock().expect("rate lock poisoned") = rate;
+            // Smoothed over about ten seconds: heartbeats report in-flight nodes in steps.
+            let mut smooth = shared.rate.lock().expect("rate lock poisoned");
+            *smooth = if *smooth == 0.0 { rate } else { 0.9 * *smooth + 0.1 * rate };
             last_sample = (now, total_nodes);
         }
         if let Some(solution) = answer {
