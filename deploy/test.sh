@@ -16,7 +16,7 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 JOB="${JOB:-5x9}"
-LEASE=8
+LEASE=10
 P="cramtest$$"
 tmp="$(mktemp -d)"
 if docker compose version >/dev/null 2>&1; then
@@ -47,7 +47,7 @@ say "engine says: $expect"
 head -c 32 /dev/urandom | base64 | tr -d '/+=\n' > "$tmp/token"
 chmod 644 "$tmp/token"
 export CRAM_TAG=test CRAM_JOB="$JOB" CRAM_LEASE_SECS=$LEASE CRAM_PROGRESS_SECS=5 CRAM_PUBLISH=127.0.0.1: \
-    CRAM_TOKEN_FILE="$tmp/token" CRAM_WORKER_TT_MB=128 CRAM_LINGER_SECS=20 CRAM_SPLIT_DEPTH=2 CRAM_UNIT_NODES=3000000
+    CRAM_TOKEN_FILE="$tmp/token" CRAM_WORKER_TT_MB=32 CRAM_LINGER_SECS=20 CRAM_SPLIT_DEPTH=2 CRAM_UNIT_NODES=3000000
 compose up -d --scale worker=3 >/dev/null 2>&1 || fail "compose up"
 cluster_start=$(date +%s)
 say "cluster up: coordinator and 3 workers on $JOB"
