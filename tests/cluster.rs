@@ -422,16 +422,7 @@ fn damaged_state_is_rebuilt_or_refused() {
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     f.write_all(b"{\"event\":\"result\",\"unit\":\"4x").unwrap();
     drop(f);
-    let other = cram(&[
-        "coordinator",
-        "--listen",
-        "127.0.0.1:0",
-        "--state",
-        state.to_str().unwrap(),
-        "--job",
-        "5x8",
-        "--no-db",
-    ]);
+    let other = coordinator_once(&state, "5x8", &[]);
     assert_eq!(other.status.code(), Some(2), "{}", text(&other.stderr));
     let err = text(&other.stderr);
     assert!(err.contains("unfinished job 5x7") && err.contains("torn line"), "{err}");
@@ -444,31 +435,32 @@ fn damaged_state_is_rebuilt_or_refused() {
     assert!(cl.contains("rebuilding") || cl.contains("moving it aside"), "{cl}");
     no_unit_solved_twice(&state);
     // A finished job on its state prints its answer again.
-    let again = cram(&[
-        "coordinator",
-        "--listen",
-        "127.0.0.1:0",
-        "--state",
-        state.to_str().unwrap(),
-        "--job",
-        job,
-        "--no-db",
-        "--json",
-        "--linger-secs",
-        "0",
-    ]);
+    let again = coordinator_once(&state, job, &["--json", "--linger-secs", "0"]);
     assert!(again.status.success(), "{}", text(&again.stderr));
-    let v: Value = serde_json::from_str(text(&again.stdout).trim()).unwrap();
-    assert_eq!((v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()), want[job].clone());
+    assert_eq!(answer_of(&again.stdout), want[job].clone());
     // Damage in the middle of the log is refused, naming the line.
     let content = std::fs::read_to_string(&log).unwrap();
     let mut lines: Vec<&str> = content.lines().collect();
     lines[2] = "{\"event\":\"result\",\"unit\":";
     std::fs::write(&log, lines.join("\n") + "\n").unwrap();
-    let o =
-        cram(&["coordinator", "--listen", "127.0.0.1:0", "--state", state.to_str().unwrap(), "--job", job, "--no-db"]);
+    let o = coordinator_once(&state, job, &[]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("damaged at line 3"), "{}", text(&o.stderr));
+}
+
+/// A coordinator run to its end on `state` (for runs that stop at once: refusals, a job
+/// already solved).
+fn coordinator_once(state: &Path, job: &str, extra: &[&str]) -> Output {
+    let mut args =
+        vec!["coordinator", "--listen", "127.0.0.1:0", "--state", state.to_str().unwrap(), "--job", job, "--no-db"];
+    args.extend_from_slice(extra);
+    cram(&args)
+}
+
+/// `(outcome, nimber)` of a printed JSON result.
+fn answer_of(stdout: &[u8]) -> (String, Value) {
+    let v: Value = serde_json::from_str(text(stdout).trim()).unwrap();
+    (v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone())
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -499,8 +491,7 @@ fn local_solve_with_state_resumes() {
     kill9(&mut child);
     let o = cram(&args);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
-    assert_eq!((v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()), want[job].clone());
+    assert_eq!(answer_of(&o.stdout), want[job].clone());
     no_unit_solved_twice(&state);
     let starts = std::fs::read_to_string(state.join("events.jsonl")).unwrap().matches("\"event\":\"start\"").count();
     assert_eq!(starts, 2);

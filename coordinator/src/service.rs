@@ -176,7 +176,7 @@ impl Coordinator for Service {
             worker: r.worker_id.clone(),
             from_cache: r.from_cache,
         };
-        if let Err(e) = s.store.lock().await.record(&ask.region, &record, facts).await {
+        if let Err(e) = s.store.lock().await.record(&ask.region, &record).await {
             tracing::error!("cannot record a result: {e}");
             let _ = s.fatal.send(e);
             return Err(Status::unavailable("the coordinator cannot write its state"));

@@ -237,16 +237,14 @@ impl Store {
         .map_err(io_err(&path))
     }
 
-    /// Logs a result and indexes its facts, durable in both before returning.
-    pub async fn record(
-        &mut self,
-        region: &AnyRegion,
-        result: &ResultRecord,
-        merged: Bounds,
-    ) -> Result<(), StoreError> {
+    /// Logs a result and indexes its facts (merged with what the index holds for the
+    /// region), durable in both before returning.
+    pub async fn record(&mut self, region: &AnyRegion, result: &ResultRecord) -> Result<(), StoreError> {
         self.append(&Event::Result(result.clone())).await?;
         let key = region.key();
         let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
+        let held = self.facts.get(key.as_bytes()).map_err(err)?.and_then(|v| Bounds::from_bytes(&v));
+        let merged = held.unwrap_or(Bounds::UNKNOWN).merge(result.facts());
         self.facts.insert(key.as_bytes(), &merged.to_bytes()[..]).map_err(err)?;
         if !result.finished {
             self.splits.insert(key.as_bytes(), &[][..]).map_err(err)?;
@@ -408,12 +406,17 @@ mod tests {
         {
             let (mut store, replay) = Store::open(&dir, &job("3x7")).unwrap();
             assert_eq!(replay.events.len(), 1);
-            store.record(&region, &result("3x7:1fffff?0", false), Bounds { excluded: 1, upper: 9 }).await.unwrap();
+            store.record(&region, &result("3x7:1fffff?0", false)).await.unwrap();
+            let mut second = result("3x7:1fffff?1", true);
+            second.excluded = 2;
+            store.record(&region, &second).await.unwrap();
+            // The index merges the region's facts as the replay does.
+            assert!(store.index_matches(&read_log(&dir.join(LOG_FILE)).unwrap()));
         }
         let (_, replay) = Store::open(&dir, &job("3x7")).unwrap();
-        assert_eq!(replay.recorded.len(), 1);
+        assert_eq!(replay.recorded.len(), 2);
         assert!(replay.splits.contains(&region));
-        assert_eq!(replay.facts[&region], Bounds { excluded: 1, upper: 9 });
+        assert_eq!(replay.facts[&region], Bounds { excluded: 3, upper: 9 });
         // A lost index is rebuilt, and then matches.
         std::fs::remove_dir_all(dir.join(INDEX_DIR)).unwrap();
         let (store, replay) = Store::open(&dir, &job("3x7")).unwrap();
