@@ -8,6 +8,8 @@
 # the event log), every worker exited 0, and the logs show each fault handled. Everything
 # is torn down, also on failure. Skipped, with a notice, when no Docker engine answers.
 set -euo pipefail
+# With pipefail, a pipeline whose reader stops early (head, grep -q) fails with 141 when its
+# writer is still writing: lists are read whole (mapfile) and greps read to the end.
 cd "$(dirname "$0")/.."
 
 if ! docker info >/dev/null 2>&1; then
@@ -85,14 +87,15 @@ sys.exit(0 if any(w["name"] == host and w["units"] for w in s["workers"]) else 1
 wait_expiry() {
     local host deadline=$(( $(date +%s) + 60 ))
     host="$(host_of "$1")"
-    until coordinator_log | grep "lease expired" | grep -q "worker=$host"; do
+    until coordinator_log | grep "lease expired" | grep "worker=$host" >/dev/null; do
         [ "$(date +%s)" -lt "$deadline" ] || fail "no lease expiry for worker $host"
         sleep 0.5
     done
 }
 
 wait_done_units 3
-w1="$(compose ps -q worker | head -1)"
+mapfile -t workers < <(compose ps -q worker)
+w1="${workers[0]}"
 wait_holding "$w1"
 say "fault 1: SIGKILL worker $(docker inspect -f '{{.Name}}' "$w1") while it holds a unit"
 docker kill --signal KILL "$w1" >/dev/null
@@ -100,7 +103,7 @@ wait_expiry "$w1"
 say "  its lease expired and the unit was reissued; starting the worker again"
 docker start "$w1" >/dev/null
 
-w2="$(compose ps -q worker | sed -n 2p)"
+w2="${workers[1]}"
 wait_holding "$w2"
 net="$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "$w2")"
 say "fault 2: cut worker $(docker inspect -f '{{.Name}}' "$w2") off $net for $(( LEASE + 6 )) s (lease $LEASE s)"
