@@ -111,14 +111,101 @@ const BUCKET: usize = 8;
 const INITIAL_BUCKETS: usize = 1 << 9;
 
 /// Eight slots on two adjacent cache lines (four for the 128-bit table), fetched together.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 #[repr(align(128))]
 struct Bucket<B: Bits>([Slot<B>; BUCKET]);
+
+impl<B: Bits> Bucket<B> {
+    /// `n` empty buckets.
+    fn empty(n: usize) -> ZeroedSlice<Bucket<B>> {
+        // SAFETY: a bucket is integers only, and all-zero slots have the empty key.
+        unsafe { ZeroedSlice::new(n) }
+    }
+}
+
+/// A slice of memory mapped straight from the system: its pages start zero and are only
+/// backed as they are first touched, so a large table costs nothing up front and a small
+/// solve touches little of it (the allocator would first write zeros over all of it, for
+/// the alignment buckets ask for). Large ones ask for huge pages: random probes would
+/// otherwise miss the TLB on nearly every access.
+struct ZeroedSlice<T> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this value alone, like a `Box<[T]>`.
+unsafe impl<T: Send> Send for ZeroedSlice<T> {}
+// SAFETY: as above: shared access hands out `&T` only.
+unsafe impl<T: Sync> Sync for ZeroedSlice<T> {}
+
+impl<T> ZeroedSlice<T> {
+    /// `len` values whose bytes are all zero.
+    ///
+    /// # Safety
+    /// All-zero bytes must be a valid `T`, and `T` must need no drop (none is run).
+    unsafe fn new(len: usize) -> ZeroedSlice<T> {
+        assert!(std::mem::align_of::<T>() <= 4096, "a mapping is page-aligned");
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).expect("table size fits the address space");
+        if bytes == 0 {
+            return ZeroedSlice { ptr: std::ptr::NonNull::dangling(), len };
+        }
+        // SAFETY: an anonymous private mapping of `bytes` > 0 bytes; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            let layout = std::alloc::Layout::array::<T>(len).expect("table size fits the address space");
+            std::alloc::handle_alloc_error(layout);
+        }
+        const HUGE_PAGE: usize = 2 << 20;
+        #[cfg(target_os = "linux")]
+        if bytes >= HUGE_PAGE {
+            // A hint; without transparent huge pages the table works the same.
+            // SAFETY: the range is the mapping just made.
+            unsafe { libc::madvise(ptr, bytes, libc::MADV_HUGEPAGE) };
+        }
+        ZeroedSlice { ptr: std::ptr::NonNull::new(ptr as *mut T).expect("a mapping is not null"), len }
+    }
+}
+
+impl<T> std::ops::Deref for ZeroedSlice<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: the mapping holds `len` valid values (all zero, or written through
+        // `DerefMut`), aligned, and lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> std::ops::DerefMut for ZeroedSlice<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> Drop for ZeroedSlice<T> {
+    fn drop(&mut self) {
+        let bytes = self.len * std::mem::size_of::<T>();
+        if bytes > 0 {
+            // SAFETY: unmaps exactly the mapping made in `new`, which nothing borrows now
+            // (the values are plain data or atomics: nothing to drop).
+            unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, bytes) };
+        }
+    }
+}
 
 /// A bounded hash table from canonical regions to [`Bounds`]: the solver's own, or a view
 /// of an [`AtomicTable`] that the solvers of several threads share.
 pub struct Table<B: Bits> {
-    buckets: Vec<Bucket<B>>,
+    buckets: ZeroedSlice<Bucket<B>>,
     max_buckets: usize,
     stats: TableStats,
     shared: Option<Arc<AtomicTable>>,
@@ -129,14 +216,14 @@ impl<B: Bits> Table<B> {
     pub fn new(budget_bytes: usize) -> Table<B> {
         let fit = (budget_bytes / std::mem::size_of::<Bucket<B>>()).max(1);
         let max_buckets = if fit.is_power_of_two() { fit } else { fit.next_power_of_two() / 2 };
-        let buckets = vec![Bucket::default(); INITIAL_BUCKETS.min(max_buckets)];
+        let buckets = Bucket::empty(INITIAL_BUCKETS.min(max_buckets));
         Table { buckets, max_buckets, stats: TableStats::default(), shared: None }
     }
 
     /// A view of a table shared with other threads: every fact any of them stores is
     /// seen by all.
     pub fn shared(table: Arc<AtomicTable>) -> Table<B> {
-        Table { buckets: Vec::new(), max_buckets: 0, stats: TableStats::default(), shared: Some(table) }
+        Table { buckets: Bucket::empty(0), max_buckets: 0, stats: TableStats::default(), shared: Some(table) }
     }
 
     /// Bytes allocated now (for a shared table, its whole size).
@@ -223,7 +310,7 @@ impl<B: Bits> Table<B> {
     }
 
     fn grow(&mut self) {
-        let bigger = vec![Bucket::default(); self.buckets.len() * 2];
+        let bigger = Bucket::empty(self.buckets.len() * 2);
         let old = std::mem::replace(&mut self.buckets, bigger);
         self.stats.entries = 0;
         for s in old.iter().flat_map(|b| b.0.iter()).filter(|s| !s.key.is_empty()) {
@@ -268,36 +355,17 @@ struct AtomicBucket {
 /// fixed size, no locks on reads, a sequence lock per bucket on writes. What one thread
 /// learns, the others use at once; a probe costs what a probe of a solver's own table does.
 pub struct AtomicTable {
-    buckets: Box<[AtomicBucket]>,
+    buckets: ZeroedSlice<AtomicBucket>,
 }
 
 impl AtomicTable {
-    /// A table of about `budget_bytes` (rounded down to a power of two of buckets; the
-    /// memory is zeroed by the system and mapped as it is first touched, in huge pages
-    /// where the system allows: random probes would otherwise fault on every 4 KiB page).
+    /// A table of about `budget_bytes` (rounded down to a power of two of buckets), mapped
+    /// as it is first touched, in huge pages where the system allows.
     pub fn new(budget_bytes: usize) -> AtomicTable {
-        const HUGE_PAGE: usize = 2 << 20;
-        let size = std::mem::size_of::<AtomicBucket>();
-        let fit = (budget_bytes / size).max(1);
+        let fit = (budget_bytes / std::mem::size_of::<AtomicBucket>()).max(1);
         let n = if fit.is_power_of_two() { fit } else { fit.next_power_of_two() / 2 };
-        let layout = std::alloc::Layout::array::<AtomicBucket>(n)
-            .and_then(|l| l.align_to(HUGE_PAGE.min(l.size().next_power_of_two())))
-            .expect("table size fits the address space");
-        // SAFETY: the layout is non-zero sized; all-zero bytes are valid atomics (an empty
-        // table); the allocation is owned by the box, which frees it with the same layout.
-        let buckets = unsafe {
-            let ptr = std::alloc::alloc_zeroed(layout) as *mut AtomicBucket;
-            if ptr.is_null() {
-                std::alloc::handle_alloc_error(layout);
-            }
-            #[cfg(target_os = "linux")]
-            if layout.size() >= HUGE_PAGE {
-                // A hint; without transparent huge pages the table works the same.
-                libc::madvise(ptr as *mut libc::c_void, layout.size(), libc::MADV_HUGEPAGE);
-            }
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n))
-        };
-        AtomicTable { buckets }
+        // SAFETY: all-zero bytes are valid atomics, and an all-zero bucket is empty.
+        AtomicTable { buckets: unsafe { ZeroedSlice::new(n) } }
     }
 
     /// Bytes of the table.
