@@ -121,7 +121,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Transposition table memory over all threads, in MiB [default: 2048 for one thread,
-    /// a limit its table grows to; 512 allocated up front for the table threads share].
+    /// a limit its table grows to; 512 for the fixed-size table several threads share].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub tt_mb: Option<u64>,
     /// Name shown in the coordinator's status [default: host name].
@@ -506,7 +506,13 @@ pub fn solve_with_workers(
         for w in workers {
             let _ = w.await;
         }
-        finished.map_err(coord_failure)
+        finished.map_err(|e| match (e, &temp) {
+            // The temporary state goes with the process: nothing to resume from.
+            (CoordError::Stopped(_), Some(_)) => {
+                Failure::runtime("stopped before the answer (with --state DIR a solve can be resumed)")
+            }
+            (e, _) => coord_failure(e),
+        })
     });
     if let Some(t) = temp {
         let _ = std::fs::remove_dir_all(t);

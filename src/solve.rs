@@ -47,7 +47,7 @@ pub struct EngineArgs {
     #[arg(long)]
     pub no_pairing: bool,
     /// Memory budget of the transposition table, in MiB [default: 2048, a limit the table
-    /// grows to; with --workers N > 1, 512 allocated up front for the table they share].
+    /// grows to; with --workers N > 1, 512: the fixed size of the table they share].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub tt_mb: Option<u64>,
 }
@@ -55,10 +55,10 @@ pub struct EngineArgs {
 /// The default transposition table budget of one search thread: a limit its table grows to.
 pub const DEFAULT_TT_MB: u64 = 2048;
 
-/// The default size of the table the search threads of one process share. It is allocated
-/// up front (a shared table cannot grow), and filling a large one page by page costs more
-/// than it saves on mid-sized boards: 5x9 with two workers takes 19 s with 512 MiB, 27 s
-/// with 2048. Large boards want `--tt-mb` set.
+/// The default size of the table the search threads of one process share. A shared table
+/// cannot grow, so its probes spread over all of it, and memory first touched is costly
+/// here: 4x11 with two workers takes 8.4–10.1 s with 512 MiB, 12.3–13.1 s with 2048.
+/// Large boards want `--tt-mb` set.
 pub const DEFAULT_SHARED_TT_MB: u64 = 512;
 
 impl EngineArgs {
@@ -202,7 +202,15 @@ pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
     if args.cluster.state.is_some() && specs.len() != 1 {
         return Err(Failure::input("--state holds one job: give exactly one spec"));
     }
-    let mut solver = args.engine.solver()?;
+    let split = &args.cluster.split;
+    if args.cluster.workers.is_none() && (split.split_depth.is_some() || split.target_units.is_some()) {
+        return Err(Failure::input("--split-depth and --target-units split a cluster solve: add --workers"));
+    }
+    // The engine path's solver (the cluster path sets up its own).
+    let mut solver = match args.cluster.workers {
+        Some(_) => None,
+        None => Some(args.engine.solver()?),
+    };
     let mode = if args.outcome_only { Mode::Outcome } else { Mode::Nimber };
     let mut bad = None;
     for spec in &specs {
@@ -212,7 +220,10 @@ pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
                 let record = solve_with_workers(spec, &board, mode, !e.no_pairing, e.tt_mb, &e.db, &args.cluster)?;
                 print_record(&record, args.json);
             }
-            Ok(board) => print_record(&solve_one(&mut solver, spec, &board, mode)?, args.json),
+            Ok(board) => {
+                let solver = solver.as_mut().expect("built for the engine path");
+                print_record(&solve_one(solver, spec, &board, mode)?, args.json)
+            }
             Err(f) => {
                 if args.json {
                     println!("{}", serde_json::json!({"spec": spec, "error": f.message}));

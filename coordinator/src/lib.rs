@@ -138,7 +138,7 @@ pub async fn run(
     let mut sched = Scheduler::new(top, settings.mode, settings.lease);
     for event in &replay.events {
         if let Event::Result(r) = event {
-            let Some((region, query)) = cram_proto::parse_unit_id(&r.unit) else { continue };
+            let (region, query) = cram_proto::parse_unit_id(&r.unit).expect("the replay checked unit names");
             let top = sched.top_mut();
             top.report(region, r.facts());
             if !r.finished {

@@ -149,6 +149,9 @@ impl Coordinator for Service {
             return Err(Status::invalid_argument("the region does not match the unit"));
         }
         let facts = facts_from_pb(r.facts.as_ref());
+        if facts.is_contradictory() {
+            return Err(Status::invalid_argument("the facts exclude every possible value"));
+        }
         if r.finished && !ask.query.answered_by(facts) {
             return Err(Status::invalid_argument("a finished result must answer its unit"));
         }
@@ -176,17 +179,26 @@ impl Coordinator for Service {
             worker: r.worker_id.clone(),
             from_cache: r.from_cache,
         };
-        if let Err(e) = s.store.lock().await.record(&ask.region, &record).await {
-            tracing::error!("cannot record a result: {e}");
-            let _ = s.fatal.send(e);
+        // Recorded in a task of its own, which runs to the end even when the caller hangs up:
+        // a unit left half-recorded would never be leased or recorded again.
+        let shared = s.clone();
+        let recorded = tokio::spawn(async move {
+            if let Err(e) = shared.store.lock().await.record(&ask.region, &record).await {
+                tracing::error!("cannot record a result: {e}");
+                let _ = shared.fatal.send(e);
+                return false;
+            }
+            shared.sched().finish_record(ask, facts, r.finished, r.nodes, &r.worker_id, r.from_cache);
+            shared.changed.notify_one();
+            if r.finished {
+                tracing::debug!(unit = %r.unit_id, worker = %r.worker_id, nodes = r.nodes, cached = r.from_cache, "unit done");
+            } else {
+                tracing::info!(unit = %r.unit_id, worker = %r.worker_id, nodes = r.nodes, "unit ran out of budget; splitting it");
+            }
+            true
+        });
+        if !recorded.await.map_err(|e| Status::internal(format!("recording failed: {e}")))? {
             return Err(Status::unavailable("the coordinator cannot write its state"));
-        }
-        s.sched().finish_record(ask, facts, r.finished, r.nodes, &r.worker_id, r.from_cache);
-        s.changed.notify_one();
-        if r.finished {
-            tracing::debug!(unit = %r.unit_id, worker = %r.worker_id, nodes = r.nodes, cached = r.from_cache, "unit done");
-        } else {
-            tracing::info!(unit = %r.unit_id, worker = %r.worker_id, nodes = r.nodes, "unit ran out of budget; splitting it");
         }
         Ok(Response::new(pb::SubmitReply { recorded: true }))
     }

@@ -93,7 +93,12 @@ pub struct Scheduler {
     units: HashMap<Ask, Unit>,
     workers: HashMap<String, Worker>,
     next_worker: u64,
+    /// Random per coordinator run, in worker ids: an id from before a restart is unknown
+    /// to this run, so its worker registers again and nobody inherits another's leases.
+    run_tag: u32,
     lease: Duration,
+    /// Finished units restored from the log, not done by this run (for the ETA).
+    resumed_done: u64,
     /// Counters since the job began (restored from the log on resume).
     pub counters: Counters,
     /// Search nodes of all recorded results.
@@ -116,7 +121,9 @@ impl Scheduler {
             units: HashMap::new(),
             workers: HashMap::new(),
             next_worker: 1,
+            run_tag: rand::random(),
             lease,
+            resumed_done: 0,
             counters: Counters::default(),
             nodes: 0,
         }
@@ -124,6 +131,7 @@ impl Scheduler {
 
     /// Marks a unit recorded before this run (from the log).
     pub fn restore_recorded(&mut self, ask: Ask, finished: bool) {
+        self.resumed_done += u64::from(finished);
         let state = if finished { UnitState::Done } else { UnitState::Split };
         self.units.insert(ask, Unit { attempt: 0, state, lease: None });
     }
@@ -154,9 +162,14 @@ impl Scheduler {
         self.answer
     }
 
+    /// True when `ask` waits for a worker: open and not leased.
+    fn is_free(&self, ask: &Ask) -> bool {
+        self.units.get(ask).is_none_or(|u| u.state == UnitState::Open && u.lease.is_none())
+    }
+
     /// Registers a worker and returns its id.
     pub fn register(&mut self, name: &str, threads: u32, now: Instant) -> String {
-        let id = format!("{name}#{}", self.next_worker);
+        let id = format!("{name}#{:08x}.{}", self.run_tag, self.next_worker);
         self.next_worker += 1;
         self.workers.insert(id.clone(), Worker { name: name.to_string(), threads, last_seen: now, nodes: 0 });
         id
@@ -175,9 +188,8 @@ impl Scheduler {
         if let Some(a) = self.answer {
             return LeaseOutcome::Done(a);
         }
-        let is_free = |ask: &Ask| self.units.get(ask).is_none_or(|u| u.state == UnitState::Open && u.lease.is_none());
-        let free: Vec<(Ask, Branch)> = self.open.iter().copied().filter(|(ask, _)| is_free(ask)).collect();
-        let busy: HashSet<Branch> = self.open.iter().filter(|(ask, _)| !is_free(ask)).map(|(_, b)| *b).collect();
+        let free: Vec<(Ask, Branch)> = self.open.iter().copied().filter(|(ask, _)| self.is_free(ask)).collect();
+        let busy: HashSet<Branch> = self.open.iter().filter(|(ask, _)| !self.is_free(ask)).map(|(_, b)| *b).collect();
         let key = (worker.to_string(), slot);
         let mine = self.affinity.get(&key).and_then(|b| free.iter().find(|(_, br)| br == b));
         let pick = mine.or_else(|| free.iter().find(|(_, br)| !busy.contains(br))).or_else(|| free.first());
@@ -201,6 +213,9 @@ impl Scheduler {
     /// restarted) keeps it when nobody else holds it.
     pub fn heartbeat(&mut self, worker: &str, ask: Ask, attempt: u64, nodes: u64, now: Instant) -> bool {
         self.refresh();
+        if self.answer.is_some() {
+            return false;
+        }
         let branch = self.units.get(&ask).and_then(|u| u.lease.as_ref()).and_then(|l| l.branch);
         // Out of the list, the unit still matters when its branch was not walked to the end
         // and its question is open.
@@ -321,6 +336,8 @@ impl Scheduler {
             }
             alive
         });
+        let workers = &self.workers;
+        self.affinity.retain(|(id, _), _| workers.contains_key(id));
         out
     }
 
@@ -334,11 +351,12 @@ impl Scheduler {
         self.units.values().filter_map(|u| u.lease.as_ref()).map(|l| l.nodes).sum()
     }
 
-    /// Units in the frontier, and how many of them are leased.
+    /// Units waiting for a worker (in the frontier, not leased), and units leased.
     pub fn pending_and_leased(&mut self) -> (usize, usize) {
         self.refresh();
         let leased = self.units.values().filter(|u| u.lease.is_some()).count();
-        (self.open.len().saturating_sub(leased), leased)
+        let pending = self.open.iter().filter(|(ask, _)| self.is_free(ask)).count();
+        (pending, leased)
     }
 
     /// The status document `cram status` prints.
@@ -347,8 +365,9 @@ impl Scheduler {
         let c = self.counters.clone();
         let total = c.done + c.split + (pending + leased) as u64;
         let left = (pending + leased) as f64;
-        let eta_secs = (c.done > 0 && self.answer.is_none())
-            .then(|| elapsed.as_secs_f64() / c.done as f64 * left)
+        let done_here = c.done.saturating_sub(self.resumed_done);
+        let eta_secs = (done_here > 0 && self.answer.is_none())
+            .then(|| elapsed.as_secs_f64() / done_here as f64 * left)
             .map(|s| s.round() as u64);
         let mut workers: Vec<WorkerStatus> = self
             .workers
@@ -546,6 +565,36 @@ mod tests {
         s.finish_record(other, Bounds::exact(v), true, 1, &a, false);
         assert!(!s.heartbeat(&a, u1, 2, 50, t0));
         assert_eq!(s.counters.cancelled, 1);
+    }
+
+    #[test]
+    fn once_the_answer_is_known_every_unit_stops() {
+        let mut s = scheduler();
+        let t0 = Instant::now();
+        let a = s.register("a", 1, t0);
+        let LeaseOutcome::Unit(u, 1) = s.lease(&a, 0, t0) else { panic!() };
+        let (regions, _) = cram_engine::solver::board_regions(&Board::parse("4x6").unwrap());
+        let root = regions[0];
+        let mut oracle = cram_engine::Solver::new(&Default::default(), Arc::new(DbSet::default()));
+        let v = oracle.nimber(root).unwrap();
+        let whole = Ask { region: root, query: Query::Nimber };
+        assert!(s.begin_record(whole));
+        s.finish_record(whole, Bounds::exact(v), true, 1, &a, false);
+        assert!(s.answer().is_some());
+        assert!(!s.heartbeat(&a, u, 1, 50, t0), "a unit still searched after the answer is stopped");
+        assert!(matches!(s.lease(&a, 0, t0), LeaseOutcome::Done(_)));
+    }
+
+    #[test]
+    fn worker_ids_differ_between_coordinator_runs_and_pending_excludes_leased() {
+        let t0 = Instant::now();
+        let (mut before, mut after) = (scheduler(), scheduler());
+        assert_ne!(before.register("w", 1, t0), after.register("w", 1, t0));
+        let a = after.register("a", 1, t0);
+        let (pending, leased) = after.pending_and_leased();
+        assert_eq!(leased, 0);
+        let LeaseOutcome::Unit(..) = after.lease(&a, 0, t0) else { panic!() };
+        assert_eq!(after.pending_and_leased(), (pending - 1, 1));
     }
 
     #[test]

@@ -87,7 +87,7 @@ pub struct DoneRecord {
     pub nimber: Option<u8>,
     /// Search nodes over all units.
     pub nodes: u64,
-    /// Wall time over all runs of the coordinator, in milliseconds.
+    /// Wall time of the coordinator run that found the answer, in milliseconds.
     pub millis: u64,
 }
 
@@ -162,8 +162,6 @@ pub struct Replay {
     pub splits: HashSet<AnyRegion>,
     /// Units with a logged result.
     pub recorded: HashSet<String>,
-    /// Nodes of all logged results.
-    pub nodes: u64,
     /// The answer, when the job is done.
     pub done: Option<DoneRecord>,
 }
@@ -172,6 +170,9 @@ pub struct Replay {
 pub struct Store {
     dir: PathBuf,
     log: File,
+    /// Set when an append failed: the log may end in part of a line, and nothing more is
+    /// written after it (the next start drops a torn last line).
+    broken: bool,
     index: sled::Db,
     facts: sled::Tree,
     splits: sled::Tree,
@@ -191,6 +192,8 @@ impl Store {
         match replay.events.first() {
             None => {
                 append_line(&mut log, &Event::Job(job.clone())).map_err(io_err(&log_path))?;
+                // The new log's directory entry must be durable too.
+                File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))?;
                 replay.events.push(Event::Job(job.clone()));
             }
             Some(Event::Job(held)) if held.same_job(job) => {}
@@ -215,6 +218,7 @@ impl Store {
         let store = Store {
             dir: dir.to_path_buf(),
             log,
+            broken: false,
             facts: tree(&index, "facts", &index_path)?,
             splits: tree(&index, "splits", &index_path)?,
             index,
@@ -226,15 +230,17 @@ impl Store {
     /// Appends `event` to the log and waits until it is on disk.
     pub async fn append(&mut self, event: &Event) -> Result<(), StoreError> {
         let path = self.dir.join(LOG_FILE);
+        if self.broken {
+            let source = std::io::Error::other("an earlier write to the event log failed; restart to resume");
+            return Err(StoreError::Io { path, source });
+        }
         let mut file = self.log.try_clone().map_err(io_err(&path))?;
-        let line = serde_json::to_string(event).expect("events serialise");
-        tokio::task::spawn_blocking(move || {
-            file.write_all(format!("{line}\n").as_bytes())?;
-            file.sync_data()
-        })
-        .await
-        .expect("the log writer does not panic")
-        .map_err(io_err(&path))
+        let event = event.clone();
+        let written = tokio::task::spawn_blocking(move || append_line(&mut file, &event))
+            .await
+            .expect("the log writer does not panic");
+        self.broken = written.is_err();
+        written.map_err(io_err(&path))
     }
 
     /// Logs a result and indexes its facts (merged with what the index holds for the
@@ -348,13 +354,18 @@ fn apply(replay: &mut Replay, event: Event) -> Result<(), String> {
         Event::Job(_) if !replay.events.is_empty() => return Err("a second job event".into()),
         Event::Result(r) => {
             let region = AnyRegion::from_key(&r.region).ok_or_else(|| format!("bad region {:?}", r.region))?;
+            if r.facts().is_contradictory() {
+                return Err(format!("facts of {:?} exclude every value", r.unit));
+            }
             let entry = replay.facts.entry(region).or_insert(Bounds::UNKNOWN);
             *entry = entry.merge(r.facts());
             if !r.finished {
                 replay.splits.insert(region);
             }
+            if cram_proto::parse_unit_id(&r.unit).is_none_or(|(unit_region, _)| unit_region != region) {
+                return Err(format!("bad unit {:?} for region {:?}", r.unit, r.region));
+            }
             replay.recorded.insert(r.unit.clone());
-            replay.nodes += r.nodes;
         }
         Event::Done(d) => replay.done = Some(d.clone()),
         Event::Job(_) | Event::Start { .. } => {}
@@ -435,7 +446,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let lines = [
             serde_json::to_string(&Event::Job(job("3x7"))).unwrap(),
-            serde_json::to_string(&Event::Result(result("a", true))).unwrap(),
+            serde_json::to_string(&Event::Result(result("3x7:1fffff?0", true))).unwrap(),
         ];
         let log = dir.join(LOG_FILE);
         std::fs::write(&log, format!("{}\n{}\n{{\"event\":\"res", lines[0], lines[1])).unwrap();
@@ -445,6 +456,17 @@ mod tests {
         std::fs::write(&log, format!("{}\ngarbage\n{}\n", lines[0], lines[1])).unwrap();
         let err = Store::open(&dir, &job("3x7")).err().unwrap();
         assert!(matches!(err, StoreError::Corrupt { line: 2, .. }), "{err}");
+        // Well-formed lines that cannot be true are damage too: a unit name that is not its
+        // region's, facts that exclude every value.
+        let bad_unit = serde_json::to_string(&Event::Result(result("3x7:fffff?0", true))).unwrap();
+        let mut no_value = result("3x7:1fffff?0", true);
+        (no_value.excluded, no_value.upper) = (0b111, 2);
+        let no_value = serde_json::to_string(&Event::Result(no_value)).unwrap();
+        for bad in [bad_unit, no_value] {
+            std::fs::write(&log, format!("{}\n{bad}\n{}\n", lines[0], lines[1])).unwrap();
+            let err = Store::open(&dir, &job("3x7")).err().unwrap();
+            assert!(matches!(err, StoreError::Corrupt { line: 2, .. }), "{err}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -5,9 +5,19 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, BitXor, BitXorAssign, Not, Shl, Shr};
 
-/// A fixed-width bit set used as a bitboard (bit set = empty cell).
+/// Keeps [`Bits`] to the integers below: tables hold words in memory that starts as all
+/// zero bytes, which only plain integers are sure to accept.
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u64 {}
+    impl Sealed for u128 {}
+}
+
+/// A fixed-width bit set used as a bitboard (bit set = empty cell). Implemented by `u64`
+/// and `u128` only (sealed).
 pub trait Bits:
-    Copy
+    sealed::Sealed
+    + Copy
     + Eq
     + Ord
     + Hash

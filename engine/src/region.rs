@@ -612,10 +612,7 @@ mod tests {
     #[test]
     fn half_turn_pairing_matches_the_definition() {
         // 2x2: paired. 3x3 full: centre fixed. 1x2: the domino maps onto itself.
-        let r = |x: u128, w: u32| match normalize_block(x, w) {
-            AnyRegion::Narrow(r) => r.half_turn_paired(),
-            AnyRegion::Wide(r) => r.half_turn_paired(),
-        };
+        let r = |x: u128, w: u32| normalize_block(x, w).half_turn_paired();
         assert!(r(0b1111, 2));
         assert!(!r(0b111_111_111, 3));
         assert!(!r(0b11, 2));

@@ -150,11 +150,14 @@ pub struct SharedTables {
 }
 
 impl SharedTables {
-    /// Tables of `tt_bytes` in all, split between the two word sizes as a solver's own are.
+    /// Tables of at most `tt_bytes` in all: half for regions of up to 64 cells, half for
+    /// wider ones. (A table is a power of two of buckets, so a power-of-two budget is used
+    /// whole; memory is taken only as it is touched, so on boards of up to 64 cells the
+    /// wide table costs nothing.)
     pub fn new(tt_bytes: usize) -> SharedTables {
         SharedTables {
-            narrow: Arc::new(AtomicTable::new(tt_bytes * 3 / 4)),
-            wide: Arc::new(AtomicTable::new(tt_bytes / 4)),
+            narrow: Arc::new(AtomicTable::new(tt_bytes / 2)),
+            wide: Arc::new(AtomicTable::new(tt_bytes / 2)),
         }
     }
 }

@@ -43,6 +43,13 @@ impl Bounds {
         (self.floor() == self.upper).then_some(self.upper)
     }
 
+    /// True when no value is left: every value up to the upper bound is excluded (facts
+    /// that no region has; only a bug or damaged data can produce them).
+    #[inline]
+    pub fn is_contradictory(&self) -> bool {
+        self.excluded.trailing_ones() > u32::from(self.upper)
+    }
+
     /// True when `g = k` is ruled out.
     #[inline]
     pub fn rules_out(&self, k: u8) -> bool {
@@ -118,7 +125,8 @@ struct Bucket<B: Bits>([Slot<B>; BUCKET]);
 impl<B: Bits> Bucket<B> {
     /// `n` empty buckets.
     fn empty(n: usize) -> ZeroedSlice<Bucket<B>> {
-        // SAFETY: a bucket is integers only, and all-zero slots have the empty key.
+        // SAFETY: a bucket is integers only (`Bits` is sealed to `u64` and `u128`), and
+        // all-zero slots have the empty key.
         unsafe { ZeroedSlice::new(n) }
     }
 }
@@ -469,6 +477,15 @@ impl AtomicTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contradictory_facts_are_recognised() {
+        assert!(!Bounds::UNKNOWN.is_contradictory());
+        assert!(!Bounds::exact(3).is_contradictory());
+        assert!(!Bounds { excluded: 0b011, upper: 2 }.is_contradictory());
+        assert!(Bounds { excluded: 0b111, upper: 2 }.is_contradictory());
+        assert!(Bounds { excluded: 0b1, upper: 0 }.is_contradictory());
+    }
 
     #[test]
     fn the_shared_table_keeps_facts_and_replaces_by_work() {

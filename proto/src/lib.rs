@@ -181,11 +181,19 @@ pub fn unix_secs() -> u64 {
 }
 
 /// Opens a sled database with the given cache size (sled's default is 1 GiB). One held by
-/// another process is an error naming that; one that cannot be opened otherwise (damaged by
+/// another process, or that the system will not let us use (permissions, a full disk, too
+/// many open files), is an error naming that; one that cannot be opened otherwise (damaged by
 /// a hard kill) is moved aside to `<path>.corrupt-<time>` with a warning and started afresh —
 /// both of cram's sled databases can be rebuilt (the coordinator's from its event log, a
 /// worker's cache by searching again).
 pub fn open_sled(path: &Path, cache_bytes: u64) -> Result<sled::Db, String> {
+    fn is_environment_error(e: &std::io::Error) -> bool {
+        use std::io::ErrorKind::*;
+        matches!(
+            e.kind(),
+            PermissionDenied | StorageFull | QuotaExceeded | ReadOnlyFilesystem | OutOfMemory | Interrupted
+        ) || matches!(e.raw_os_error(), Some(23 | 24)) // ENFILE, EMFILE: too many open files
+    }
     let open = || {
         let config = sled::Config::new().path(path).cache_capacity(cache_bytes);
         // sled can panic on some damaged files instead of returning an error.
@@ -197,6 +205,8 @@ pub fn open_sled(path: &Path, cache_bytes: u64) -> Result<sled::Db, String> {
         Err(sled::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("lock") => {
             Err(format!("{} is in use by another process ({e})", path.display()))
         }
+        // Not the files' fault: moving them aside would lose them for nothing.
+        Err(sled::Error::Io(e)) if is_environment_error(&e) => Err(format!("{}: {e}", path.display())),
         Err(e) => {
             let aside = path.with_extension(format!("corrupt-{}", unix_secs()));
             tracing::warn!(path = %path.display(), moved_to = %aside.display(), error = %e, "sled database cannot be opened; moving it aside and starting afresh");

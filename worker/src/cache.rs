@@ -44,6 +44,13 @@ impl Cache {
         }
     }
 
+    /// Drops what the cache holds of `r` (the coordinator rejected it).
+    pub fn forget(&self, r: &AnyRegion) {
+        if let Err(e) = self.db.remove(r.key().as_bytes()) {
+            tracing::warn!(error = %e, "cache write failed");
+        }
+    }
+
     /// Regions held.
     pub fn len(&self) -> usize {
         self.db.len()

@@ -167,24 +167,29 @@ impl Shared {
                     *reg = Some(new.clone());
                     return Ok(new);
                 }
-                Err(e) => self.handle(e, &mut backoff).await?,
+                Err(e) => self.handle(e, "", &mut backoff).await?,
             }
         }
     }
 
-    /// Sorts a failed call: final refusals end the worker; anything else waits and retries.
-    async fn handle(&self, e: Status, backoff: &mut Backoff) -> Result<(), CallError> {
+    /// Sorts a failed call made as worker `used_id`: final refusals end the worker; an
+    /// unknown worker registers again (unless another call already did); anything else
+    /// waits and retries.
+    async fn handle(&self, e: Status, used_id: &str, backoff: &mut Backoff) -> Result<(), CallError> {
         if self.stopping() {
             return Err(CallError::Stopped);
         }
         match e.code() {
-            Code::FailedPrecondition | Code::Unauthenticated | Code::PermissionDenied | Code::InvalidArgument => {
+            Code::FailedPrecondition | Code::Unauthenticated | Code::PermissionDenied => {
                 tracing::error!("the coordinator refused this worker: {}", e.message());
                 Err(CallError::Fatal(WorkerError::Refused(e.message().to_string())))
             }
             Code::NotFound => {
-                tracing::info!("the coordinator does not know this worker (restarted?); registering again");
-                *self.registration.lock().await = None;
+                let mut reg = self.registration.lock().await;
+                if reg.as_ref().is_some_and(|r| r.id == used_id) {
+                    tracing::info!("the coordinator does not know this worker (restarted?); registering again");
+                    *reg = None;
+                }
                 Ok(())
             }
             _ => {
@@ -208,29 +213,44 @@ impl Shared {
             match self.client.clone().lease(req).await {
                 Ok(r) => match r.into_inner().reply {
                     Some(reply) => return Ok((reg, reply)),
-                    None => self.handle(Status::internal("empty lease reply"), &mut backoff).await?,
+                    None => self.handle(Status::internal("empty lease reply"), &reg.id, &mut backoff).await?,
                 },
-                Err(e) => self.handle(e, &mut backoff).await?,
+                Err(e) => self.handle(e, &reg.id, &mut backoff).await?,
             }
         }
     }
 
-    /// Submits a result, retrying until the coordinator has it.
-    async fn submit(&self, mut req: pb::SubmitRequest) -> Result<(), CallError> {
+    /// Submits a result, retrying until the coordinator has it. A result the coordinator
+    /// rejects as invalid is dropped (and forgotten by the cache it may have come from) and
+    /// its unit handed back, to be searched again.
+    async fn submit(&self, region: &AnyRegion, mut req: pb::SubmitRequest) -> Result<(), CallError> {
         let mut backoff = Backoff::new();
         loop {
             req.worker_id = self.registration().await?.id;
             match self.client.clone().submit(req.clone()).await {
                 Ok(_) => return Ok(()),
-                Err(e) => self.handle(e, &mut backoff).await?,
+                Err(e) if e.code() == Code::InvalidArgument => {
+                    tracing::error!(unit = %req.unit_id, "the coordinator rejected a result: {}", e.message());
+                    if let Some(c) = &self.cache {
+                        c.forget(region);
+                    }
+                    self.release(vec![req.unit_id]).await;
+                    return Ok(());
+                }
+                Err(e) => self.handle(e, &req.worker_id, &mut backoff).await?,
             }
         }
     }
 
-    /// Hands back every unit being searched (once, without retrying: the coordinator would
-    /// otherwise reissue them when their leases expire).
+    /// Hands back every unit being searched (see [`Shared::release`]).
     async fn release_all(&self) {
         let units: Vec<String> = self.active.lock().expect("active lock").keys().cloned().collect();
+        self.release(units).await;
+    }
+
+    /// Hands units back (once, without retrying: the coordinator would otherwise reissue
+    /// them only when their leases expire).
+    async fn release(&self, units: Vec<String>) {
         let Some(reg) = self.registration.lock().await.clone() else { return };
         if units.is_empty() {
             return;
@@ -309,8 +329,9 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         tokio::select! {
             _ = &mut shutdown, if !shared.stopping() => {
                 tracing::info!("shutdown signal: handing units back and stopping");
-                shared.release_all().await;
+                // Stopping first: no thread leases anything new while the units go back.
                 shared.stop.send_replace(true);
+                shared.release_all().await;
                 cancel_all(&shared);
             }
             next = tasks.join_next() => match next {
@@ -356,9 +377,9 @@ fn cancel_all(shared: &Shared) {
 
 /// One search thread: lease, answer, submit, until stopped.
 async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerError> {
-    let own =
-        if shared.settings.shared.is_some() { shared.settings.tt_bytes / 4 * 3 } else { shared.settings.tt_bytes };
-    let per_thread = own / shared.settings.threads.max(1);
+    // A thread's own table, unless the threads share one (which replaces it at once).
+    let own_table =
+        if shared.settings.shared.is_some() { 0 } else { shared.settings.tt_bytes / shared.settings.threads.max(1) };
     let mut engine: Option<(bool, Solver)> = None;
     loop {
         if shared.stopping() {
@@ -370,6 +391,11 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
             Err(CallError::Fatal(e)) => return Err(e),
         };
         let unit = match reply {
+            // Leased while the worker began to stop: straight back.
+            lease_reply::Reply::Unit(u) if shared.stopping() => {
+                shared.release(vec![u.unit_id]).await;
+                return Ok(());
+            }
             lease_reply::Reply::Unit(u) => u,
             lease_reply::Reply::RetryMillis(ms) => {
                 shared.pause(Duration::from_millis(ms.clamp(10, 5000) as u64)).await;
@@ -393,7 +419,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
             Some((pairing, s)) if pairing == reg.pairing => s,
             _ => {
                 let mut s =
-                    Solver::new(&Config { tt_bytes: per_thread, pairing: reg.pairing }, shared.settings.dbs.clone());
+                    Solver::new(&Config { tt_bytes: own_table, pairing: reg.pairing }, shared.settings.dbs.clone());
                 if let Some(t) = &shared.settings.shared {
                     s.set_shared(t);
                 }
@@ -403,7 +429,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
         let (solver, outcome) = answer(&shared, solver, &unit, region, query, index).await;
         engine = Some((reg.pairing, solver));
         let Some(req) = outcome else { continue };
-        match shared.submit(req).await {
+        match shared.submit(&region, req).await {
             Ok(()) => {}
             Err(CallError::Stopped) => return Ok(()),
             Err(CallError::Fatal(e)) => return Err(e),
@@ -442,11 +468,12 @@ async fn answer(
     }
     let nodes = Arc::new(AtomicU64::new(0));
     let cancel = Arc::new(AtomicBool::new(false));
-    shared
-        .active
-        .lock()
-        .expect("active lock")
-        .insert(unit.unit_id.clone(), Active { attempt: unit.attempt, nodes: nodes.clone(), cancel: cancel.clone() });
+    let mine = Active { attempt: unit.attempt, nodes: nodes.clone(), cancel: cancel.clone() };
+    if let Some(stale) = shared.active.lock().expect("active lock").insert(unit.unit_id.clone(), mine) {
+        // This worker's earlier attempt at the unit lost its lease, or the unit would not
+        // have come again: this attempt replaces it.
+        stale.cancel.store(true, Ordering::Relaxed);
+    }
     tracing::debug!(unit = %unit.unit_id, attempt = unit.attempt, thread, "unit started");
     let budget = if unit.node_budget == 0 { u64::MAX } else { unit.node_budget };
     let (solver, result, spent) = tokio::task::spawn_blocking(move || {
@@ -473,7 +500,12 @@ async fn answer(
     })
     .await
     .expect("the search thread does not panic");
-    shared.active.lock().expect("active lock").remove(&unit.unit_id);
+    {
+        let mut active = shared.active.lock().expect("active lock");
+        if active.get(&unit.unit_id).is_some_and(|a| a.attempt == unit.attempt) {
+            active.remove(&unit.unit_id);
+        }
+    }
     {
         let mut summary = shared.summary.lock().expect("summary lock");
         summary.nodes += spent;
@@ -525,11 +557,22 @@ async fn heartbeat_loop(shared: Arc<Shared>) -> Result<(), WorkerError> {
         if units.is_empty() {
             continue;
         }
-        let Some(reg) = shared.registration.lock().await.clone() else { continue };
-        match shared.client.clone().heartbeat(pb::HeartbeatRequest { worker_id: reg.id, units }).await {
+        let reg = match shared.registration().await {
+            Ok(r) => r,
+            Err(CallError::Fatal(e)) => return Err(e),
+            Err(CallError::Stopped) => return Ok(()),
+        };
+        match shared.client.clone().heartbeat(pb::HeartbeatRequest { worker_id: reg.id.clone(), units }).await {
             Ok(r) => {
                 backoff = Backoff::new();
                 let r = r.into_inner();
+                if r.done {
+                    // The job is solved: every search stops, and the threads' next lease
+                    // brings the answer.
+                    tracing::debug!("the coordinator says the job is solved; stopping the searches");
+                    cancel_all(&shared);
+                    continue;
+                }
                 let active = shared.active.lock().expect("active lock");
                 for id in &r.cancel {
                     if let Some(a) = active.get(id) {
@@ -539,7 +582,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) -> Result<(), WorkerError> {
                 }
             }
             // Searches go on while the coordinator is away; only refusals end the worker.
-            Err(e) => match shared.handle(e, &mut backoff).await {
+            Err(e) => match shared.handle(e, &reg.id, &mut backoff).await {
                 Err(CallError::Fatal(e)) => return Err(e),
                 Err(CallError::Stopped) => return Ok(()),
                 Ok(()) => {}
