@@ -234,7 +234,8 @@ impl<B: Bits> Table<B> {
         Table { buckets: Bucket::empty(0), max_buckets: 0, stats: TableStats::default(), shared: Some(table) }
     }
 
-    /// Bytes allocated now (for a shared table, its whole size).
+    /// Bytes allocated now (for a shared table, its whole fixed size, though memory is only
+    /// taken as it is touched).
     pub fn allocated_bytes(&self) -> usize {
         match &self.shared {
             Some(t) => t.bytes(),
