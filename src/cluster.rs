@@ -229,7 +229,7 @@ fn record(spec: &str, board: &Board, f: &Finished) -> SolveRecord {
         rows: board.rows(),
         cols: board.cols(),
         empty: board.empty_count(),
-        outcome: if f.solution.first_player_wins { "first" } else { "second" },
+        outcome: f.solution.outcome,
         nimber: f.solution.nimber,
         nodes: f.nodes,
         millis: f.millis,

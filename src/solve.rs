@@ -5,7 +5,7 @@ use crate::cluster::{solve_with_workers, LocalClusterArgs};
 use crate::report::{clear_progress, peak_rss_mib, terminal_progress, thousands};
 use crate::{default_db_dir, Failure};
 use clap::Args;
-use cram_engine::{Board, Config, DbSet, Mode, Solver};
+use cram_engine::{Board, Config, DbSet, Mode, Outcome, Solver};
 use serde::Serialize;
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -105,7 +105,8 @@ pub struct SolveRecord {
     /// Empty cells.
     pub empty: u32,
     /// "first" when the player to move wins, else "second".
-    pub outcome: &'static str,
+    #[serde(serialize_with = "outcome_word")]
+    pub outcome: Outcome,
     /// The nimber (null only for an outcome-only first-player win).
     pub nimber: Option<u8>,
     /// Search nodes.
@@ -145,7 +146,7 @@ pub fn solve_one(solver: &mut Solver, spec: &str, board: &Board, mode: Mode) -> 
         rows: board.rows(),
         cols: board.cols(),
         empty: board.empty_count(),
-        outcome: if solution.first_player_wins { "first" } else { "second" },
+        outcome: solution.outcome,
         nimber: solution.nimber,
         nodes: solver.nodes() - before,
         millis: start.elapsed().as_millis() as u64,
@@ -160,7 +161,7 @@ pub fn print_record(r: &SolveRecord, json: bool) {
         println!("{}", serde_json::to_string(r).expect("records serialise"));
         return;
     }
-    let who = if r.outcome == "first" { "first player wins" } else { "second player wins" };
+    let who = r.outcome.describe();
     let value = match r.nimber {
         Some(n) => format!("nimber *{n}"),
         None => "nimber not computed".to_string(),
@@ -306,4 +307,9 @@ pub fn run_analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
         println!("  ({r1},{c1})-({r2},{c2})  -> *{}{mark}", m.nimber);
     }
     Ok(())
+}
+
+/// Writes an outcome as its word (`"first"`, `"second"`) in JSON records.
+fn outcome_word<S: serde::Serializer>(o: &Outcome, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(o.as_str())
 }

@@ -24,7 +24,7 @@ use crate::service::{check_token, Service, Shared};
 use crate::state::{Counters, Scheduler};
 use crate::store::{DoneRecord, Event, JobRecord, Store, StoreError};
 use crate::top::{depth_for_units, Ask, Top};
-use cram_engine::{Board, DbSet, Mode, Solution};
+use cram_engine::{Board, DbSet, Mode, Outcome, Solution};
 use cram_proto::pb::coordinator_server::CoordinatorServer;
 use std::future::Future;
 use std::path::PathBuf;
@@ -210,7 +210,7 @@ async fn supervise(
 ) -> Result<Finished, CoordError> {
     let sched = || shared.sched.lock().expect("scheduler lock poisoned");
     if let Some(d) = already {
-        let solution = Solution { first_player_wins: d.outcome == "first", nimber: d.nimber };
+        let solution = Solution { outcome: Outcome::of(d.outcome == Outcome::First.as_str()), nimber: d.nimber };
         tracing::info!(job = %settings.spec, "the job in this state is already solved");
         return Ok(Finished { solution, nodes: d.nodes, millis: d.millis, counters: sched().counters.clone() });
     }
@@ -284,19 +284,14 @@ async fn finish(settings: &Settings, shared: &Arc<Shared>, solution: Solution) -
         (s.nodes + s.local_nodes(), s.counters.clone())
     };
     let millis = shared.started.elapsed().as_millis() as u64;
-    let done = DoneRecord {
-        outcome: if solution.first_player_wins { "first" } else { "second" }.into(),
-        nimber: solution.nimber,
-        nodes,
-        millis,
-    };
+    let done = DoneRecord { outcome: solution.outcome.to_string(), nimber: solution.nimber, nodes, millis };
     shared.store.lock().await.append(&Event::Done(done)).await?;
     if let Some(a) = &settings.answered {
         a.send_replace(true);
     }
     tracing::info!(
         job = %settings.spec,
-        outcome = if solution.first_player_wins { "first player wins" } else { "second player wins" },
+        outcome = solution.outcome.describe(),
         nimber = ?solution.nimber,
         units = counters.done,
         split = counters.split,

@@ -69,7 +69,7 @@ fn unit_of(id: &str) -> Result<Ask, Status> {
 }
 
 fn done_msg(a: cram_engine::Solution) -> pb::Done {
-    pb::Done { outcome: if a.first_player_wins { "first" } else { "second" }.into(), nimber: a.nimber.map(u32::from) }
+    pb::Done { outcome: a.outcome.to_string(), nimber: a.nimber.map(u32::from) }
 }
 
 #[tonic::async_trait]

@@ -9,7 +9,7 @@
 //! decided by other results) is cancelled at the worker's next heartbeat.
 
 use crate::top::{Ask, Branch, Top};
-use cram_engine::table::Bounds;
+use cram_engine::facts::Facts;
 use cram_engine::{Mode, Solution};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -88,7 +88,7 @@ pub struct Scheduler {
     /// The branch each worker thread (worker id, slot) worked on last.
     affinity: HashMap<(String, u32), Branch>,
     answer: Option<Solution>,
-    root_facts: Option<Bounds>,
+    root_facts: Option<Facts>,
     dirty: bool,
     units: HashMap<Ask, Unit>,
     workers: HashMap<String, Worker>,
@@ -272,7 +272,7 @@ impl Scheduler {
     pub fn finish_record(
         &mut self,
         ask: Ask,
-        facts: Bounds,
+        facts: Facts,
         finished: bool,
         nodes: u64,
         worker: &str,
@@ -396,10 +396,7 @@ impl Scheduler {
             nodes: self.nodes,
             nodes_per_sec,
             root: describe(self.root_facts),
-            answer: self.answer.map(|a| AnswerStatus {
-                outcome: if a.first_player_wins { "first" } else { "second" }.to_string(),
-                nimber: a.nimber,
-            }),
+            answer: self.answer.map(|a| AnswerStatus { outcome: a.outcome.to_string(), nimber: a.nimber }),
             eta_secs,
             workers,
         }
@@ -407,7 +404,7 @@ impl Scheduler {
 }
 
 /// Text for what is known of the root's nimber, e.g. `g ≠ 0, 2; g ≤ 5`.
-pub fn describe(b: Option<Bounds>) -> String {
+pub fn describe(b: Option<Facts>) -> String {
     let Some(b) = b else { return "no region to search".into() };
     if let Some(v) = b.value() {
         return format!("g = {v}");
@@ -527,7 +524,7 @@ mod tests {
         assert!(!s.heartbeat(&b, u2, 1, 500, t0 + Duration::from_secs(12)));
         // One result per unit.
         assert!(s.begin_record(u2));
-        s.finish_record(u2, Bounds::exact(1), true, 10, &c, false);
+        s.finish_record(u2, Facts::exact(1), true, 10, &c, false);
         assert!(!s.begin_record(u2));
         assert_eq!((s.counters.done, s.counters.duplicates), (1, 1));
     }
@@ -542,7 +539,7 @@ mod tests {
         let branch = |u: &Ask, s: &Scheduler| s.open.iter().find(|(x, _)| x == u).map(|(_, b)| *b).unwrap();
         assert_ne!(branch(&first, &s), branch(&second, &s), "two threads, two branches");
         assert!(s.begin_record(first));
-        s.finish_record(first, Bounds::UNKNOWN, false, 1, &a, false);
+        s.finish_record(first, Facts::UNKNOWN, false, 1, &a, false);
         let b0 = branch(&second, &s);
         let LeaseOutcome::Unit(next, _) = s.lease(&a, 1, t0) else { panic!() };
         assert_eq!(branch(&next, &s), b0, "thread 1 stays on its branch");
@@ -562,7 +559,7 @@ mod tests {
         assert!(s.begin_record(other));
         let mut oracle = cram_engine::Solver::new(&Default::default(), Arc::new(DbSet::default()));
         let v = oracle.nimber(u1.region).unwrap();
-        s.finish_record(other, Bounds::exact(v), true, 1, &a, false);
+        s.finish_record(other, Facts::exact(v), true, 1, &a, false);
         assert!(!s.heartbeat(&a, u1, 2, 50, t0));
         assert_eq!(s.counters.cancelled, 1);
     }
@@ -579,7 +576,7 @@ mod tests {
         let v = oracle.nimber(root).unwrap();
         let whole = Ask { region: root, query: Query::Nimber };
         assert!(s.begin_record(whole));
-        s.finish_record(whole, Bounds::exact(v), true, 1, &a, false);
+        s.finish_record(whole, Facts::exact(v), true, 1, &a, false);
         assert!(s.answer().is_some());
         assert!(!s.heartbeat(&a, u, 1, 50, t0), "a unit still searched after the answer is stopped");
         assert!(matches!(s.lease(&a, 0, t0), LeaseOutcome::Done(_)));
@@ -599,8 +596,8 @@ mod tests {
 
     #[test]
     fn describes_root_facts() {
-        assert_eq!(describe(Some(Bounds::exact(3))), "g = 3");
-        assert_eq!(describe(Some(Bounds { excluded: 0b101, upper: 5 })), "g ≠ 0, 2; g ≤ 5");
-        assert_eq!(describe(Some(Bounds::UNKNOWN)), "nothing known yet");
+        assert_eq!(describe(Some(Facts::exact(3))), "g = 3");
+        assert_eq!(describe(Some(Facts { excluded: 0b101, upper: 5 })), "g ≠ 0, 2; g ≤ 5");
+        assert_eq!(describe(Some(Facts::UNKNOWN)), "nothing known yet");
     }
 }

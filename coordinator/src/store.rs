@@ -8,8 +8,8 @@
 //! was torn by a kill loses that line (its result was never acknowledged); damage anywhere
 //! else is refused, never guessed around.
 
+use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
-use cram_engine::table::Bounds;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -73,8 +73,8 @@ pub struct ResultRecord {
 
 impl ResultRecord {
     /// The facts the result carries.
-    pub fn facts(&self) -> Bounds {
-        Bounds { excluded: self.excluded, upper: self.upper }
+    pub fn facts(&self) -> Facts {
+        Facts { excluded: self.excluded, upper: self.upper }
     }
 }
 
@@ -157,7 +157,7 @@ pub struct Replay {
     /// Every logged event in order.
     pub events: Vec<Event>,
     /// Reported facts per region, merged.
-    pub facts: HashMap<AnyRegion, Bounds>,
+    pub facts: HashMap<AnyRegion, Facts>,
     /// Regions split after running out of budget.
     pub splits: HashSet<AnyRegion>,
     /// Units with a logged result.
@@ -249,8 +249,8 @@ impl Store {
         self.append(&Event::Result(result.clone())).await?;
         let key = region.key();
         let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
-        let held = self.facts.get(key.as_bytes()).map_err(err)?.and_then(|v| Bounds::from_bytes(&v));
-        let merged = held.unwrap_or(Bounds::UNKNOWN).merge(result.facts());
+        let held = self.facts.get(key.as_bytes()).map_err(err)?.and_then(|v| Facts::from_bytes(&v));
+        let merged = held.unwrap_or(Facts::UNKNOWN).merge(result.facts());
         self.facts.insert(key.as_bytes(), &merged.to_bytes()[..]).map_err(err)?;
         if !result.finished {
             self.splits.insert(key.as_bytes(), &[][..]).map_err(err)?;
@@ -279,12 +279,12 @@ impl Store {
     }
 
     fn index_matches(&self, replay: &Replay) -> bool {
-        let facts: Option<HashMap<AnyRegion, Bounds>> = self
+        let facts: Option<HashMap<AnyRegion, Facts>> = self
             .facts
             .iter()
             .map(|kv| {
                 let (k, v) = kv.ok()?;
-                Some((AnyRegion::from_key(std::str::from_utf8(&k).ok()?)?, Bounds::from_bytes(&v)?))
+                Some((AnyRegion::from_key(std::str::from_utf8(&k).ok()?)?, Facts::from_bytes(&v)?))
             })
             .collect();
         let splits: Option<HashSet<AnyRegion>> =
@@ -357,7 +357,7 @@ fn apply(replay: &mut Replay, event: Event) -> Result<(), String> {
             if r.facts().is_contradictory() {
                 return Err(format!("facts of {:?} exclude every value", r.unit));
             }
-            let entry = replay.facts.entry(region).or_insert(Bounds::UNKNOWN);
+            let entry = replay.facts.entry(region).or_insert(Facts::UNKNOWN);
             *entry = entry.merge(r.facts());
             if !r.finished {
                 replay.splits.insert(region);
@@ -427,7 +427,7 @@ mod tests {
         let (_, replay) = Store::open(&dir, &job("3x7")).unwrap();
         assert_eq!(replay.recorded.len(), 2);
         assert!(replay.splits.contains(&region));
-        assert_eq!(replay.facts[&region], Bounds { excluded: 3, upper: 9 });
+        assert_eq!(replay.facts[&region], Facts { excluded: 3, upper: 9 });
         // A lost index is rebuilt, and then matches.
         std::fs::remove_dir_all(dir.join(INDEX_DIR)).unwrap();
         let (store, replay) = Store::open(&dir, &job("3x7")).unwrap();

@@ -2,7 +2,7 @@
 //! over canonical regions, down to the split depth. Below it, questions become work units.
 //!
 //! Nothing here is a tree held in memory: the DAG is implied by the facts known so far.
-//! Facts are what workers reported (`Bounds` per canonical region), what this module
+//! Facts are what workers reported (`Facts` per canonical region), what this module
 //! derived from them, and what is free (small regions are solved on the spot, paired and
 //! database regions are settled). A [`Top::frontier`] walk re-derives, from the root, which
 //! questions are still open and which units would answer them, in the engine's order — the
@@ -15,11 +15,11 @@
 //! made of several regions has the XOR of their values, found by settling the smaller
 //! regions exactly first and then asking one question of the largest.
 
+use cram_engine::facts::Facts;
 use cram_engine::options::{options, Child};
 use cram_engine::region::AnyRegion;
 use cram_engine::solver::board_regions;
-use cram_engine::table::Bounds;
-use cram_engine::{Board, Config, DbSet, Mode, Solution, Solver};
+use cram_engine::{Board, Config, DbSet, Mode, Outcome, Solution, Solver};
 use cram_proto::Query;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -54,7 +54,7 @@ pub struct Frontier {
     /// (see [`Frontier::interleave`]).
     pub open: Vec<(Ask, Branch)>,
     /// What is known of the root's largest region (for progress reports).
-    pub root_facts: Option<Bounds>,
+    pub root_facts: Option<Facts>,
     /// Branches whose walk stopped at [`NEEDS_PER_BRANCH`] questions: a question of such a
     /// branch missing from `open` may still matter.
     pub truncated: HashSet<Branch>,
@@ -93,8 +93,8 @@ pub struct Top {
     mode: Mode,
     certified: bool,
     split_depth: u32,
-    reported: HashMap<AnyRegion, Bounds>,
-    derived: HashMap<AnyRegion, Bounds>,
+    reported: HashMap<AnyRegion, Facts>,
+    derived: HashMap<AnyRegion, Facts>,
     expanded: HashSet<AnyRegion>,
     children: HashMap<AnyRegion, Arc<[Child]>>,
     local: Solver,
@@ -153,10 +153,10 @@ impl Top {
     }
 
     /// Records facts a worker reported; true when they were news.
-    pub fn report(&mut self, region: AnyRegion, facts: Bounds) -> bool {
+    pub fn report(&mut self, region: AnyRegion, facts: Facts) -> bool {
         let old = self.known(&region);
         let merged = old.merge(facts);
-        let entry = self.reported.entry(region).or_insert(Bounds::UNKNOWN);
+        let entry = self.reported.entry(region).or_insert(Facts::UNKNOWN);
         *entry = entry.merge(facts);
         merged != old
     }
@@ -197,7 +197,7 @@ impl Top {
 
     fn walk_root(&mut self, walk: &mut Walk) -> Option<Solution> {
         if self.certified {
-            return Some(Solution { first_player_wins: false, nimber: Some(0) });
+            return Some(Solution { outcome: Outcome::Second, nimber: Some(0) });
         }
         let regions = self.regions.clone();
         let mut x = self.xor;
@@ -220,21 +220,21 @@ impl Top {
             (Mode::Outcome, Some(&largest)) => {
                 walk.branch = (regions.len() as Branch) << 16;
                 let loss = self.is_value(largest, x, 0, walk)?;
-                Some(Solution { first_player_wins: !loss, nimber: loss.then_some(0) })
+                Some(Solution { outcome: Outcome::of(!loss), nimber: loss.then_some(0) })
             }
-            _ => Some(Solution { first_player_wins: x != 0, nimber: Some(x) }),
+            _ => Some(Solution { outcome: Outcome::of_nimber(x), nimber: Some(x) }),
         }
     }
 
     /// Everything known of a region: free facts, reported ones and derived ones.
-    fn known(&mut self, r: &AnyRegion) -> Bounds {
+    fn known(&mut self, r: &AnyRegion) -> Facts {
         if let Some(v) = self.local.settled_value(r) {
-            return Bounds::exact(v);
+            return Facts::exact(v);
         }
         if r.cells() <= LOCAL_CELLS {
-            return Bounds::exact(self.local.nimber(*r).expect("no budget or cancel on the local solver"));
+            return Facts::exact(self.local.nimber(*r).expect("no budget or cancel on the local solver"));
         }
-        let mut b = Bounds { excluded: 0, upper: (r.cells() / 2) as u8 };
+        let mut b = Facts { excluded: 0, upper: (r.cells() / 2) as u8 };
         for source in [&self.reported, &self.derived] {
             if let Some(f) = source.get(r) {
                 b = b.merge(*f);
@@ -243,8 +243,8 @@ impl Top {
         b
     }
 
-    fn learn(&mut self, r: AnyRegion, facts: Bounds, walk: &mut Walk) {
-        let entry = self.derived.entry(r).or_insert(Bounds::UNKNOWN);
+    fn learn(&mut self, r: AnyRegion, facts: Facts, walk: &mut Walk) {
+        let entry = self.derived.entry(r).or_insert(Facts::UNKNOWN);
         let merged = entry.merge(facts);
         if merged != *entry {
             *entry = merged;
@@ -348,7 +348,7 @@ impl Top {
                 Some(true) => continue,
                 Some(false) => {
                     // g(r) ≤ j < n.
-                    self.learn(r, Bounds { upper: j, ..not_n }, walk);
+                    self.learn(r, Facts { upper: j, ..not_n }, walk);
                     return Some(false);
                 }
                 None => {
@@ -360,7 +360,7 @@ impl Top {
         if open {
             return None;
         }
-        self.learn(r, Bounds::exact(n), walk);
+        self.learn(r, Facts::exact(n), walk);
         Some(true)
     }
 
@@ -383,7 +383,7 @@ impl Top {
         loop {
             let appears = b.rules_out(k) || self.find_child(&cs, k, depth + 1, walk)?;
             if !appears {
-                self.learn(r, Bounds::exact(k), walk);
+                self.learn(r, Facts::exact(k), walk);
                 return Some(k);
             }
             k += 1;
@@ -440,12 +440,12 @@ mod tests {
                     continue;
                 }
                 let facts = match ask.query {
-                    Query::Nimber => Bounds::exact(oracle.nimber(ask.region).unwrap()),
+                    Query::Nimber => Facts::exact(oracle.nimber(ask.region).unwrap()),
                     Query::IsValue(k) => {
                         if oracle.is_value(ask.region, k).unwrap() {
-                            Bounds::exact(k)
+                            Facts::exact(k)
                         } else {
-                            let mut b = Bounds::UNKNOWN;
+                            let mut b = Facts::UNKNOWN;
                             b.exclude(k);
                             b
                         }
@@ -512,8 +512,8 @@ mod tests {
         let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing: false }, Arc::new(DbSet::default()));
         let ask = first[0].0;
         let v = oracle.nimber(ask.region).unwrap();
-        assert!(top.report(ask.region, Bounds::exact(v)));
-        assert!(!top.report(ask.region, Bounds::exact(v)), "the same facts again are no news");
+        assert!(top.report(ask.region, Facts::exact(v)));
+        assert!(!top.report(ask.region, Facts::exact(v)), "the same facts again are no news");
         assert!(top.answers(&ask));
         assert!(!top.frontier().open.iter().any(|(a, _)| *a == ask));
     }

@@ -13,7 +13,7 @@
 //! let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
 //! let board = Board::parse("3x6").unwrap();
 //! let solution = solver.solve(&board, Mode::Nimber).unwrap();
-//! assert!(solution.first_player_wins);
+//! assert_eq!(solution.outcome, cram_engine::Outcome::First);
 //! assert_eq!(solution.nimber, Some(4));
 //! ```
 
@@ -22,6 +22,7 @@
 pub mod bits;
 pub mod board;
 pub mod db;
+pub mod facts;
 pub mod octal;
 pub mod options;
 pub mod pairing;
@@ -32,4 +33,5 @@ pub mod table;
 
 pub use board::{Board, BoardError};
 pub use db::{Database, DbError, DbSet};
+pub use facts::{Facts, Outcome};
 pub use solver::{Config, Interrupted, Mode, Solution, Solver};

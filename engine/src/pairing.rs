@@ -290,7 +290,7 @@ pub fn depth_profile(
         let mut row = DepthRow { depth, positions: layer.len() as u64, ..DepthRow::default() };
         let mut next = std::collections::HashSet::new();
         for b in &layer {
-            let win = solver.solve(b, crate::Mode::Outcome)?.first_player_wins;
+            let win = solver.solve(b, crate::Mode::Outcome)?.outcome == crate::Outcome::First;
             row.wins += win as u64;
             row.fires += (win && fires(b, true)) as u64;
             if fires(b, false) {

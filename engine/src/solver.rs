@@ -13,9 +13,10 @@
 use crate::bits::Bits;
 use crate::board::Board;
 use crate::db::DbSet;
+use crate::facts::{Facts, Outcome};
 use crate::pairing::half_turn_certificate;
 use crate::region::{centre_distance, for_each_component, normalize, prune_tufts, stays_connected, AnyRegion, Region};
-use crate::table::{AtomicTable, Bounds, Table, TableStats};
+use crate::table::{AtomicTable, Table, TableStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -60,8 +61,8 @@ pub type Res<T> = Result<T, Interrupted>;
 /// The answer for one position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Solution {
-    /// True when the player to move wins (the nimber is not 0).
-    pub first_player_wins: bool,
+    /// Who wins.
+    pub outcome: Outcome,
     /// The nimber, when computed (always in [`Mode::Nimber`]).
     pub nimber: Option<u8>,
 }
@@ -234,7 +235,7 @@ impl Solver {
     /// Solves a whole board.
     pub fn solve(&mut self, board: &Board, mode: Mode) -> Res<Solution> {
         if self.pairing && half_turn_certificate(board) {
-            return Ok(Solution { first_player_wins: false, nimber: Some(0) });
+            return Ok(Solution { outcome: Outcome::Second, nimber: Some(0) });
         }
         let (mut regions, mut xor) = board_regions(board);
         regions.sort_by_key(|r| r.cells());
@@ -243,17 +244,17 @@ impl Solver {
                 for r in regions {
                     xor ^= self.nimber(r)?;
                 }
-                Ok(Solution { first_player_wins: xor != 0, nimber: Some(xor) })
+                Ok(Solution { outcome: Outcome::of_nimber(xor), nimber: Some(xor) })
             }
             Mode::Outcome => {
                 let Some(largest) = regions.pop() else {
-                    return Ok(Solution { first_player_wins: xor != 0, nimber: (xor == 0).then_some(0) });
+                    return Ok(Solution { outcome: Outcome::of_nimber(xor), nimber: (xor == 0).then_some(0) });
                 };
                 for r in regions {
                     xor ^= self.nimber(r)?;
                 }
                 let loss = self.is_value(largest, xor)?;
-                Ok(Solution { first_player_wins: !loss, nimber: loss.then_some(0) })
+                Ok(Solution { outcome: Outcome::of(!loss), nimber: loss.then_some(0) })
             }
         }
     }
@@ -295,11 +296,11 @@ impl Solver {
 
     /// What the table knows of a region, or the region's value when it is settled without
     /// search (one table probe for both).
-    fn facts<B: Word>(&self, r: &Region<B>) -> Result<Bounds, u8> {
+    fn facts<B: Word>(&self, r: &Region<B>) -> Result<Facts, u8> {
         if let Some(v) = self.settled(r) {
             return Err(v);
         }
-        let b = B::table(self).get(r.bits, r.stride).unwrap_or(Bounds::UNKNOWN);
+        let b = B::table(self).get(r.bits, r.stride).unwrap_or(Facts::UNKNOWN);
         match b.value() {
             Some(v) => Err(v),
             None => Ok(b),
@@ -316,12 +317,12 @@ impl Solver {
     }
 
     /// Everything known of a region's nimber without search: settled, or the table's entry.
-    pub fn bounds(&self, r: &AnyRegion) -> Bounds {
+    pub fn bounds(&self, r: &AnyRegion) -> Facts {
         let facts = match r {
             AnyRegion::Narrow(x) => self.facts(x),
             AnyRegion::Wide(x) => self.facts(x),
         };
-        facts.unwrap_or_else(Bounds::exact)
+        facts.unwrap_or_else(Facts::exact)
     }
 
     fn known_any(&self, r: &AnyRegion) -> Option<u8> {
@@ -331,7 +332,7 @@ impl Solver {
         }
     }
 
-    fn store<B: Word>(&mut self, r: &Region<B>, b: Bounds, since: u64) {
+    fn store<B: Word>(&mut self, r: &Region<B>, b: Facts, since: u64) {
         let nodes = self.nodes - since;
         B::table_mut(self).put(r.bits, r.stride, b, nodes);
     }
@@ -354,7 +355,7 @@ impl Solver {
             }
         }
         self.pool.push(f);
-        self.store(&r, Bounds::exact(k), since);
+        self.store(&r, Facts::exact(k), since);
         Ok(k)
     }
 
@@ -389,7 +390,7 @@ impl Solver {
     /// An option of value n is looked for first: a query is usually asked of an option
     /// its parent expects not to have the value, and one such option settles that at once.
     /// Only when none has it are the values below n looked for.
-    fn decide(&mut self, f: &mut Frame, b: &mut Bounds, n: u8) -> Res<bool> {
+    fn decide(&mut self, f: &mut Frame, b: &mut Facts, n: u8) -> Res<bool> {
         if b.rules_out(n) || f.shows(n) {
             b.exclude(n);
             return Ok(false);
@@ -407,11 +408,11 @@ impl Solver {
                 continue;
             }
             if !self.find_child(f, k)? {
-                *b = Bounds::exact(k);
+                *b = Facts::exact(k);
                 return Ok(false);
             }
         }
-        *b = Bounds::exact(n);
+        *b = Facts::exact(n);
         Ok(true)
     }
 

@@ -6,94 +6,9 @@
 //! the entry that cost the fewest search nodes to establish.
 
 use crate::bits::Bits;
+use crate::facts::Facts;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// What is known about the nimber `g` of one region.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Bounds {
-    /// Bit `j` set: `g ≠ j` (for `j < 32`).
-    pub excluded: u32,
-    /// `g ≤ upper`.
-    pub upper: u8,
-}
-
-impl Bounds {
-    /// Nothing known.
-    pub const UNKNOWN: Bounds = Bounds { excluded: 0, upper: u8::MAX };
-
-    /// Exactly `v` (values of 32 and above are held as an upper bound with every smaller
-    /// value excluded, which the representation cannot express; they are kept as unknown).
-    pub fn exact(v: u8) -> Bounds {
-        if v >= 32 {
-            return Bounds::UNKNOWN;
-        }
-        Bounds { excluded: low_bits(v as u32), upper: v }
-    }
-
-    /// `g ≥ floor()`: the number of consecutive excluded values from 0.
-    #[inline]
-    pub fn floor(&self) -> u8 {
-        (self.excluded.trailing_ones() as u8).min(self.upper)
-    }
-
-    /// The value, when it is known exactly.
-    #[inline]
-    pub fn value(&self) -> Option<u8> {
-        (self.floor() == self.upper).then_some(self.upper)
-    }
-
-    /// True when no value is left: every value up to the upper bound is excluded (facts
-    /// that no region has; only a bug or damaged data can produce them).
-    #[inline]
-    pub fn is_contradictory(&self) -> bool {
-        self.excluded.trailing_ones() > u32::from(self.upper)
-    }
-
-    /// True when `g = k` is ruled out.
-    #[inline]
-    pub fn rules_out(&self, k: u8) -> bool {
-        k > self.upper || (k < 32 && self.excluded >> k & 1 == 1)
-    }
-
-    /// Records `g ≠ k`.
-    #[inline]
-    pub fn exclude(&mut self, k: u8) {
-        if k < 32 {
-            self.excluded |= 1 << k;
-        }
-        if k == self.upper {
-            self.upper = self.upper.saturating_sub(1);
-        }
-    }
-
-    /// A 5-byte form for caches on disk: `excluded` (little-endian) and `upper`.
-    pub fn to_bytes(self) -> [u8; 5] {
-        let e = self.excluded.to_le_bytes();
-        [e[0], e[1], e[2], e[3], self.upper]
-    }
-
-    /// Reads [`Bounds::to_bytes`]; `None` unless `v` is 5 bytes.
-    pub fn from_bytes(v: &[u8]) -> Option<Bounds> {
-        let v: &[u8; 5] = v.try_into().ok()?;
-        Some(Bounds { excluded: u32::from_le_bytes([v[0], v[1], v[2], v[3]]), upper: v[4] })
-    }
-
-    /// Combines two sets of facts about the same region.
-    #[inline]
-    pub fn merge(self, other: Bounds) -> Bounds {
-        Bounds { excluded: self.excluded | other.excluded, upper: self.upper.min(other.upper) }
-    }
-}
-
-#[inline]
-fn low_bits(n: u32) -> u32 {
-    if n >= 32 {
-        u32::MAX
-    } else {
-        (1u32 << n) - 1
-    }
-}
 
 #[derive(Clone, Copy, Default)]
 struct Slot<B: Bits> {
@@ -210,7 +125,7 @@ impl<T> Drop for ZeroedSlice<T> {
     }
 }
 
-/// A bounded hash table from canonical regions to [`Bounds`]: the solver's own, or a view
+/// A bounded hash table from canonical regions to [`Facts`]: the solver's own, or a view
 /// of an [`AtomicTable`] that the solvers of several threads share.
 pub struct Table<B: Bits> {
     buckets: ZeroedSlice<Bucket<B>>,
@@ -272,7 +187,7 @@ impl<B: Bits> Table<B> {
 
     /// What is known about region `(key, stride)`.
     #[inline]
-    pub fn get(&self, key: B, stride: u8) -> Option<Bounds> {
+    pub fn get(&self, key: B, stride: u8) -> Option<Facts> {
         if let Some(t) = &self.shared {
             return t.get(Self::hash(key, stride), key.to_u128(), stride);
         }
@@ -281,11 +196,11 @@ impl<B: Bits> Table<B> {
             .0
             .iter()
             .find(|s| s.key == key && s.stride == stride)
-            .map(|s| Bounds { excluded: s.excluded, upper: s.upper })
+            .map(|s| Facts { excluded: s.excluded, upper: s.upper })
     }
 
     /// Adds facts about region `(key, stride)`, established with about `nodes` search nodes.
-    pub fn put(&mut self, key: B, stride: u8, bounds: Bounds, nodes: u64) {
+    pub fn put(&mut self, key: B, stride: u8, bounds: Facts, nodes: u64) {
         let work = (64 - nodes.leading_zeros()) as u8;
         if let Some(t) = &self.shared {
             return t.put(Self::hash(key, stride), key.to_u128(), stride, bounds, work);
@@ -293,7 +208,7 @@ impl<B: Bits> Table<B> {
         let b = self.bucket(key, stride);
         let bucket = &mut self.buckets[b].0;
         if let Some(s) = bucket.iter_mut().find(|s| s.key == key && s.stride == stride) {
-            let m = Bounds { excluded: s.excluded, upper: s.upper }.merge(bounds);
+            let m = Facts { excluded: s.excluded, upper: s.upper }.merge(bounds);
             s.excluded = m.excluded;
             s.upper = m.upper;
             s.work = s.work.max(work);
@@ -396,7 +311,7 @@ impl AtomicTable {
     }
 
     /// What is known about region `(key, stride)` whose hash is `hash`.
-    pub fn get(&self, hash: u64, key: u128, stride: u8) -> Option<Bounds> {
+    pub fn get(&self, hash: u64, key: u128, stride: u8) -> Option<Facts> {
         let b = self.bucket(hash);
         let (lo, hi) = (key as u64, (key >> 64) as u64);
         loop {
@@ -410,7 +325,7 @@ impl AtomicTable {
                 if s[0].load(Ordering::Relaxed) == lo && s[1].load(Ordering::Relaxed) == hi {
                     let m = s[2].load(Ordering::Relaxed);
                     if m as u8 == stride {
-                        found = Some(Bounds { excluded: (m >> 32) as u32, upper: (m >> 8) as u8 });
+                        found = Some(Facts { excluded: (m >> 32) as u32, upper: (m >> 8) as u8 });
                         break;
                     }
                 }
@@ -425,7 +340,7 @@ impl AtomicTable {
     /// Adds facts about region `(key, stride)` whose hash is `hash`, established with
     /// `work` (log2 of the nodes): merged into its slot, else into an empty one, else over
     /// the slot of least work if that is no more than `work`.
-    pub fn put(&self, hash: u64, key: u128, stride: u8, bounds: Bounds, work: u8) {
+    pub fn put(&self, hash: u64, key: u128, stride: u8, bounds: Facts, work: u8) {
         let b = self.bucket(hash);
         // Take the bucket's write lock: an even sequence made odd.
         let mut seq = b.seq.load(Ordering::Relaxed);
@@ -456,7 +371,7 @@ impl AtomicTable {
         });
         if let Some(s) = same {
             let m = s[2].load(Ordering::Relaxed);
-            let old = Bounds { excluded: (m >> 32) as u32, upper: (m >> 8) as u8 }.merge(bounds);
+            let old = Facts { excluded: (m >> 32) as u32, upper: (m >> 8) as u8 }.merge(bounds);
             write(s, Self::meta(stride, old.upper, ((m >> 16) as u8).max(work), old.excluded));
         } else {
             let new = Self::meta(stride, bounds.upper, work, bounds.excluded);
@@ -480,33 +395,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn contradictory_facts_are_recognised() {
-        assert!(!Bounds::UNKNOWN.is_contradictory());
-        assert!(!Bounds::exact(3).is_contradictory());
-        assert!(!Bounds { excluded: 0b011, upper: 2 }.is_contradictory());
-        assert!(Bounds { excluded: 0b111, upper: 2 }.is_contradictory());
-        assert!(Bounds { excluded: 0b1, upper: 0 }.is_contradictory());
-    }
-
-    #[test]
     fn the_shared_table_keeps_facts_and_replaces_by_work() {
         let t = AtomicTable::new(4 * 128);
         assert_eq!(t.bytes(), 512);
-        let mut not_one = Bounds::UNKNOWN;
+        let mut not_one = Facts::UNKNOWN;
         not_one.exclude(1);
         let view: Table<u128> = Table::shared(Arc::new(t));
         let mut view = view;
         view.put(5, 8, not_one, 10);
-        view.put(5, 8, Bounds { excluded: 1, upper: 7 }, 10);
-        assert_eq!(view.get(5, 8), Some(Bounds { excluded: 3, upper: 7 }));
+        view.put(5, 8, Facts { excluded: 1, upper: 7 }, 10);
+        assert_eq!(view.get(5, 8), Some(Facts { excluded: 3, upper: 7 }));
         assert_eq!(view.get(5, 9), None);
         assert_eq!(view.get(1 << 100 | 5, 8), None);
         // Many keys in 4 buckets of 5 slots: costly entries survive cheap ones.
-        view.put(77, 8, Bounds::exact(2), 1 << 40);
+        view.put(77, 8, Facts::exact(2), 1 << 40);
         for k in 100..400u128 {
-            view.put(k, 8, Bounds::exact(1), 4);
+            view.put(k, 8, Facts::exact(1), 4);
         }
-        assert_eq!(view.get(77, 8), Some(Bounds::exact(2)));
+        assert_eq!(view.get(77, 8), Some(Facts::exact(2)));
     }
 
     #[test]
@@ -515,7 +421,7 @@ mod tests {
         // are a function of the key; a reader checks every entry it finds.
         let t = Arc::new(AtomicTable::new(128));
         let key = |i: u128| ((i % 12 + 1) << 64) | ((i % 12) * 7 + 1);
-        let expect = |k: u128| Bounds { excluded: (k as u32).rotate_left(7) & !1, upper: (k >> 64) as u8 + 30 };
+        let expect = |k: u128| Facts { excluded: (k as u32).rotate_left(7) & !1, upper: (k >> 64) as u8 + 30 };
         let hits = std::thread::scope(|s| {
             for w in 0..2u128 {
                 let t = t.clone();
@@ -544,37 +450,19 @@ mod tests {
     }
 
     #[test]
-    fn bounds_track_exclusions_and_exact_values() {
-        let b = Bounds { excluded: 0x8000_0005, upper: 40 };
-        assert_eq!(Bounds::from_bytes(&b.to_bytes()), Some(b));
-        assert_eq!(Bounds::from_bytes(&[1, 2, 3]), None);
-        let mut b = Bounds::UNKNOWN;
-        assert_eq!(b.value(), None);
-        b.exclude(0);
-        b.exclude(2);
-        assert_eq!(b.floor(), 1);
-        assert!(b.rules_out(2) && !b.rules_out(1));
-        let c = b.merge(Bounds { excluded: 0, upper: 1 });
-        assert_eq!(c.value(), Some(1));
-        assert_eq!(Bounds::exact(3).value(), Some(3));
-        assert!(Bounds::exact(3).rules_out(4) && Bounds::exact(3).rules_out(0));
-        assert_eq!(Bounds::exact(0).value(), Some(0));
-    }
-
-    #[test]
     fn table_grows_keeps_and_replaces() {
         let mut t: Table<u64> = Table::new(1 << 16);
         for k in 1..2000u64 {
-            t.put(k, 8, Bounds::exact((k % 7) as u8), k);
+            t.put(k, 8, Facts::exact((k % 7) as u8), k);
         }
         assert!(t.allocated_bytes() <= 1 << 16);
-        let found = (1..2000u64).filter(|&k| t.get(k, 8) == Some(Bounds::exact((k % 7) as u8))).count();
+        let found = (1..2000u64).filter(|&k| t.get(k, 8) == Some(Facts::exact((k % 7) as u8))).count();
         assert!(found > 1000, "only {found} kept");
         assert!(t.stats().replaced > 0);
         assert_eq!(t.get(5, 9), None);
         // Merging facts about one key.
-        t.put(5000, 3, Bounds { excluded: 1, upper: 9 }, 1);
-        t.put(5000, 3, Bounds { excluded: 0, upper: 1 }, 1);
+        t.put(5000, 3, Facts { excluded: 1, upper: 9 }, 1);
+        t.put(5000, 3, Facts { excluded: 0, upper: 1 }, 1);
         assert_eq!(t.get(5000, 3).unwrap().value(), Some(1));
     }
 }

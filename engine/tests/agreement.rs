@@ -50,7 +50,13 @@ fn solver(s: &Setting) -> Solver {
 /// Checks the engine's answer against the true value `want` in setting `s`.
 fn check(solver: &mut Solver, s: &Setting, board: &Board, want: u8) {
     let got = solver.solve(board, s.mode).unwrap();
-    assert_eq!(got.first_player_wins, want != 0, "{}: outcome of {} (true value *{want})", s.name, board.rows_string());
+    assert_eq!(
+        got.outcome,
+        cram_engine::Outcome::of_nimber(want),
+        "{}: outcome of {} (true value *{want})",
+        s.name,
+        board.rows_string()
+    );
     match s.mode {
         Mode::Nimber => assert_eq!(got.nimber, Some(want), "{}: nimber of {}", s.name, board.rows_string()),
         Mode::Outcome => assert_eq!(got.nimber, (want == 0).then_some(0), "{}: {}", s.name, board.rows_string()),

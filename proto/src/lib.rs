@@ -4,8 +4,8 @@
 
 #![warn(missing_docs)]
 
+use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
-use cram_engine::table::Bounds;
 use std::path::Path;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Status};
@@ -45,13 +45,13 @@ pub fn region_from_pb(r: Option<&pb::Region>) -> Result<AnyRegion, Status> {
 }
 
 /// The wire form of what is known of a nimber.
-pub fn facts_to_pb(b: Bounds) -> pb::Facts {
+pub fn facts_to_pb(b: Facts) -> pb::Facts {
     pb::Facts { excluded: b.excluded, upper: b.upper as u32 }
 }
 
 /// Facts from the wire (an upper bound above 255 means none).
-pub fn facts_from_pb(f: Option<&pb::Facts>) -> Bounds {
-    f.map_or(Bounds::UNKNOWN, |f| Bounds { excluded: f.excluded, upper: f.upper.min(255) as u8 })
+pub fn facts_from_pb(f: Option<&pb::Facts>) -> Facts {
+    f.map_or(Facts::UNKNOWN, |f| Facts { excluded: f.excluded, upper: f.upper.min(255) as u8 })
 }
 
 /// A work unit's question about its region.
@@ -82,7 +82,7 @@ impl Query {
     }
 
     /// True when `facts` answer the question.
-    pub fn answered_by(self, facts: Bounds) -> bool {
+    pub fn answered_by(self, facts: Facts) -> bool {
         match self {
             Query::Nimber => facts.value().is_some(),
             Query::IsValue(k) => facts.value().is_some() || facts.rules_out(k),
@@ -239,9 +239,9 @@ mod tests {
 
     #[test]
     fn queries_and_facts() {
-        let exact = Bounds::exact(3);
+        let exact = Facts::exact(3);
         assert!(Query::Nimber.answered_by(exact) && Query::IsValue(5).answered_by(exact));
-        let mut not_two = Bounds::UNKNOWN;
+        let mut not_two = Facts::UNKNOWN;
         not_two.exclude(2);
         assert!(Query::IsValue(2).answered_by(not_two) && !Query::IsValue(1).answered_by(not_two));
         assert_eq!(facts_from_pb(Some(&facts_to_pb(not_two))), not_two);

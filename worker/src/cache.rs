@@ -4,8 +4,8 @@
 //! later job, answers repeated units without search. The cache is disposable: one that
 //! cannot be opened is moved aside with a warning and started afresh.
 
+use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
-use cram_engine::table::Bounds;
 use std::path::Path;
 
 /// An open cache.
@@ -20,19 +20,19 @@ impl Cache {
     }
 
     /// What the cache knows of `r`.
-    pub fn get(&self, r: &AnyRegion) -> Bounds {
+    pub fn get(&self, r: &AnyRegion) -> Facts {
         match self.db.get(r.key().as_bytes()) {
-            Ok(Some(v)) => Bounds::from_bytes(&v).unwrap_or(Bounds::UNKNOWN),
-            Ok(None) => Bounds::UNKNOWN,
+            Ok(Some(v)) => Facts::from_bytes(&v).unwrap_or(Facts::UNKNOWN),
+            Ok(None) => Facts::UNKNOWN,
             Err(e) => {
                 tracing::warn!(error = %e, "cache read failed; searching instead");
-                Bounds::UNKNOWN
+                Facts::UNKNOWN
             }
         }
     }
 
     /// Adds facts about `r` and makes them durable; a failure costs only a later search.
-    pub async fn put(&self, r: &AnyRegion, facts: Bounds) {
+    pub async fn put(&self, r: &AnyRegion, facts: Facts) {
         let merged = self.get(r).merge(facts);
         let written = self.db.insert(r.key().as_bytes(), &merged.to_bytes()[..]);
         if let Err(e) = written.map(|_| ()) {
@@ -74,13 +74,13 @@ mod tests {
         {
             let c = Cache::open(&dir).unwrap();
             assert!(c.is_empty());
-            let mut not_one = Bounds::UNKNOWN;
+            let mut not_one = Facts::UNKNOWN;
             not_one.exclude(1);
             c.put(&r, not_one).await;
-            c.put(&r, Bounds { excluded: 1, upper: 9 }).await;
-            assert_eq!(c.get(&r), Bounds { excluded: 3, upper: 9 });
+            c.put(&r, Facts { excluded: 1, upper: 9 }).await;
+            assert_eq!(c.get(&r), Facts { excluded: 3, upper: 9 });
         }
-        assert_eq!(Cache::open(&dir).unwrap().get(&r), Bounds { excluded: 3, upper: 9 });
+        assert_eq!(Cache::open(&dir).unwrap().get(&r), Facts { excluded: 3, upper: 9 });
         // Overwrite sled's files with garbage: the cache starts cold, the old one is kept aside.
         for entry in std::fs::read_dir(&dir).unwrap() {
             let p = entry.unwrap().path();
@@ -89,7 +89,7 @@ mod tests {
             }
         }
         let c = Cache::open(&dir).unwrap();
-        assert_eq!(c.get(&r), Bounds::UNKNOWN);
+        assert_eq!(c.get(&r), Facts::UNKNOWN);
         let parent = dir.parent().unwrap();
         let name = dir.file_name().unwrap().to_str().unwrap().to_string();
         let aside: Vec<_> = std::fs::read_dir(parent)

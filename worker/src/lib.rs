@@ -14,9 +14,9 @@
 pub mod cache;
 
 use crate::cache::Cache;
+use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
 use cram_engine::solver::SharedTables;
-use cram_engine::table::Bounds;
 use cram_engine::{Config, DbSet, Interrupted, Solver};
 use cram_proto::pb::{self, lease_reply};
 use cram_proto::{facts_to_pb, region_from_pb, region_to_pb, Client, Query};
@@ -447,7 +447,7 @@ async fn answer(
     thread: usize,
 ) -> (Solver, Option<pb::SubmitRequest>) {
     let started = Instant::now();
-    let submit = |facts: Bounds, finished: bool, nodes: u64, from_cache: bool| pb::SubmitRequest {
+    let submit = |facts: Facts, finished: bool, nodes: u64, from_cache: bool| pb::SubmitRequest {
         worker_id: String::new(),
         unit_id: unit.unit_id.clone(),
         attempt: unit.attempt,
@@ -483,12 +483,12 @@ async fn answer(
         solver.set_budget(budget);
         solver.set_progress(Box::new(move |n| progress.store(n - before, Ordering::Relaxed)));
         let result = match query {
-            Query::Nimber => solver.nimber(region).map(Bounds::exact),
+            Query::Nimber => solver.nimber(region).map(Facts::exact),
             Query::IsValue(k) => solver.is_value(region, k).map(|yes| {
                 if yes {
-                    Bounds::exact(k)
+                    Facts::exact(k)
                 } else {
-                    let mut b = Bounds::UNKNOWN;
+                    let mut b = Facts::UNKNOWN;
                     b.exclude(k);
                     b
                 }

@@ -1,0 +1,198 @@
+//! Facts about the nimber of one region, as the engine learns them and every part of the
+//! system passes them on (table, wire, event log, caches): the exact value, or values the
+//! region is known not to have and an upper bound. And the outcome of a position.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// What is known about the nimber `g` of one region.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Facts {
+    /// Bit `j` set: `g ≠ j` (for `j < 32`).
+    pub excluded: u32,
+    /// `g ≤ upper`.
+    pub upper: u8,
+}
+
+impl Facts {
+    /// Nothing known.
+    pub const UNKNOWN: Facts = Facts { excluded: 0, upper: u8::MAX };
+
+    /// Exactly `v` (values of 32 and above are held as an upper bound with every smaller
+    /// value excluded, which the representation cannot express; they are kept as unknown).
+    pub fn exact(v: u8) -> Facts {
+        if v >= 32 {
+            return Facts::UNKNOWN;
+        }
+        Facts { excluded: low_bits(v as u32), upper: v }
+    }
+
+    /// `g ≥ floor()`: the number of consecutive excluded values from 0.
+    #[inline]
+    pub fn floor(&self) -> u8 {
+        (self.excluded.trailing_ones() as u8).min(self.upper)
+    }
+
+    /// The value, when it is known exactly.
+    #[inline]
+    pub fn value(&self) -> Option<u8> {
+        (self.floor() == self.upper).then_some(self.upper)
+    }
+
+    /// True when no value is left: every value up to the upper bound is excluded (facts
+    /// that no region has; only a bug or damaged data can produce them).
+    #[inline]
+    pub fn is_contradictory(&self) -> bool {
+        self.excluded.trailing_ones() > u32::from(self.upper)
+    }
+
+    /// True when `g = k` is ruled out.
+    #[inline]
+    pub fn rules_out(&self, k: u8) -> bool {
+        k > self.upper || (k < 32 && self.excluded >> k & 1 == 1)
+    }
+
+    /// Records `g ≠ k`.
+    #[inline]
+    pub fn exclude(&mut self, k: u8) {
+        if k < 32 {
+            self.excluded |= 1 << k;
+        }
+        if k == self.upper {
+            self.upper = self.upper.saturating_sub(1);
+        }
+    }
+
+    /// A 5-byte form for caches on disk: `excluded` (little-endian) and `upper`.
+    pub fn to_bytes(self) -> [u8; 5] {
+        let e = self.excluded.to_le_bytes();
+        [e[0], e[1], e[2], e[3], self.upper]
+    }
+
+    /// Reads [`Facts::to_bytes`]; `None` unless `v` is 5 bytes.
+    pub fn from_bytes(v: &[u8]) -> Option<Facts> {
+        let v: &[u8; 5] = v.try_into().ok()?;
+        Some(Facts { excluded: u32::from_le_bytes([v[0], v[1], v[2], v[3]]), upper: v[4] })
+    }
+
+    /// Combines two sets of facts about the same region.
+    #[inline]
+    pub fn merge(self, other: Facts) -> Facts {
+        Facts { excluded: self.excluded | other.excluded, upper: self.upper.min(other.upper) }
+    }
+}
+
+#[inline]
+fn low_bits(n: u32) -> u32 {
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
+    }
+}
+
+/// Who wins a position with perfect play.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The player to move wins (the nimber is not 0).
+    First,
+    /// The player to move loses (the nimber is 0).
+    Second,
+}
+
+impl Outcome {
+    /// The outcome of a position whose player to move wins when `first_player_wins`.
+    pub fn of(first_player_wins: bool) -> Outcome {
+        if first_player_wins {
+            Outcome::First
+        } else {
+            Outcome::Second
+        }
+    }
+
+    /// The outcome of a position of nimber `n`.
+    pub fn of_nimber(n: u8) -> Outcome {
+        Outcome::of(n != 0)
+    }
+
+    /// `"first"` or `"second"`: the word in JSON output, logs and on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::First => "first",
+            Outcome::Second => "second",
+        }
+    }
+
+    /// `"first player wins"` or `"second player wins"`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Outcome::First => "first player wins",
+            Outcome::Second => "second player wins",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An outcome word other than `first` and `second`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("outcome {0:?} is neither \"first\" nor \"second\"")]
+pub struct BadOutcome(pub String);
+
+impl FromStr for Outcome {
+    type Err = BadOutcome;
+    fn from_str(s: &str) -> Result<Outcome, BadOutcome> {
+        match s {
+            "first" => Ok(Outcome::First),
+            "second" => Ok(Outcome::Second),
+            _ => Err(BadOutcome(s.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contradictory_facts_are_recognised() {
+        assert!(!Facts::UNKNOWN.is_contradictory());
+        assert!(!Facts::exact(3).is_contradictory());
+        assert!(!Facts { excluded: 0b011, upper: 2 }.is_contradictory());
+        assert!(Facts { excluded: 0b111, upper: 2 }.is_contradictory());
+        assert!(Facts { excluded: 0b1, upper: 0 }.is_contradictory());
+    }
+
+    #[test]
+    fn bounds_track_exclusions_and_exact_values() {
+        let b = Facts { excluded: 0x8000_0005, upper: 40 };
+        assert_eq!(Facts::from_bytes(&b.to_bytes()), Some(b));
+        assert_eq!(Facts::from_bytes(&[1, 2, 3]), None);
+        let mut b = Facts::UNKNOWN;
+        assert_eq!(b.value(), None);
+        b.exclude(0);
+        b.exclude(2);
+        assert_eq!(b.floor(), 1);
+        assert!(b.rules_out(2) && !b.rules_out(1));
+        let c = b.merge(Facts { excluded: 0, upper: 1 });
+        assert_eq!(c.value(), Some(1));
+        assert_eq!(Facts::exact(3).value(), Some(3));
+        assert!(Facts::exact(3).rules_out(4) && Facts::exact(3).rules_out(0));
+        assert_eq!(Facts::exact(0).value(), Some(0));
+    }
+
+    #[test]
+    fn outcomes_read_back_and_refuse_other_words() {
+        for o in [Outcome::First, Outcome::Second] {
+            assert_eq!(o.as_str().parse::<Outcome>(), Ok(o));
+        }
+        assert_eq!(Outcome::of_nimber(0), Outcome::Second);
+        assert_eq!(Outcome::of_nimber(3), Outcome::First);
+        assert!("First".parse::<Outcome>().is_err());
+        assert_eq!(Outcome::First.to_string(), "first");
+    }
+}
