@@ -46,6 +46,13 @@ impl Facts {
         self.excluded.trailing_ones() > u32::from(self.upper)
     }
 
+    /// The values still possible, as bits (bit v: value v), for values below 64.
+    #[inline]
+    pub fn possible(&self) -> u64 {
+        let upto = if self.upper >= 63 { u64::MAX } else { (2u64 << self.upper) - 1 };
+        upto & !(self.excluded as u64)
+    }
+
     /// True when `g = k` is ruled out.
     #[inline]
     pub fn rules_out(&self, k: u8) -> bool {

@@ -34,4 +34,4 @@ pub mod table;
 pub use board::{Board, BoardError};
 pub use db::{Database, DbError, DbSet};
 pub use facts::{Facts, Outcome};
-pub use solver::{Config, Interrupted, Mode, Solution, Solver};
+pub use solver::{Config, Interrupted, Mode, Search, Solution, Solver};

@@ -4,7 +4,7 @@
 //! coordinator, and want the same order and the same canonical regions.
 
 use crate::board::Board;
-use crate::region::{centre_distance, AnyRegion};
+use crate::region::{centre_distance, walled_cuts, AnyRegion};
 use crate::solver::board_regions;
 
 /// One option (the position after one move) of a region.
@@ -16,21 +16,25 @@ pub struct Child {
     pub xor: u8,
 }
 
-/// The options of `r`, the ones the solver tries first first: smaller regions (by the sum of
-/// squared sizes, so moves that split come early), then moves nearer the centre.
+/// The options of `r`, the ones the solver tries first first: options of one region to
+/// search before those of several, then smaller regions (by the sum of squared sizes, so
+/// moves that split come early), then moves nearer the centre.
 pub fn options(r: &AnyRegion) -> Vec<Child> {
     let (h, w) = r.dims();
     let board = Board::from_mask(h, w, r.dense()).expect("a region's box is a valid board");
+    // The solver skips horizontal moves across walled 2×2 blocks (worth a vertical move).
+    let cuts = walled_cuts(board.empty(), w);
     let mut out: Vec<(u32, Child)> = board
         .moves()
         .into_iter()
+        .filter(|&m| m != 3 << m.trailing_zeros() || cuts >> m.trailing_zeros() & 1 == 0)
         .map(|m| {
             let (mut regions, xor) = board_regions(&board.with_filled(m));
             regions.sort_by_key(|p| std::cmp::Reverse(p.cells()));
             let i = m.trailing_zeros();
             let vertical = m != 3 << i;
-            let cost = centre_distance(i, w, h, w, vertical)
-                + (regions.iter().map(|p| p.cells() * p.cells()).sum::<u32>() << 17);
+            let squares = regions.iter().map(|p| p.cells() * p.cells()).sum::<u32>();
+            let cost = centre_distance(i, w, h, w, vertical) + ((((regions.len() > 1) as u32) << 31) | squares << 17);
             (cost, Child { regions, xor })
         })
         .collect();

@@ -290,6 +290,96 @@ pub fn prune_tufts<B: Bits>(e: B, s: u32) -> B {
     out
 }
 
+/// Removes redundant tufts (see [`prune_tufts`]) and bridges. A bridge is a cell that is
+/// not next to a tuft but all of whose neighbours are ("stars"), e.g. the middle of the
+/// strip of five: a move onto it and one star isolates that star's tuft, which is what
+/// the move onto the star and its tuft does in the set without the bridge; every other
+/// move keeps it a bridge, a tuft beside another tuft, or isolated. So removing it does
+/// not change the value (Beling's igsolve uses the same reduction).
+#[inline]
+pub fn simplify<B: Bits>(e: B, s: u32) -> B {
+    let (pruned, bridges) = tufts_and_bridges(e, s);
+    pruned & !bridges
+}
+
+/// `e` with redundant tufts pruned, and its bridges (see [`simplify`]).
+#[inline]
+fn tufts_and_bridges<B: Bits>(e: B, s: u32) -> (B, B) {
+    let m = B::masks(s);
+    let (w, east, n, south) = ((e << 1) & m.not_first, (e >> 1) & m.not_last, e.up(s), e.down(s));
+    let exactly_one = |a: B, b: B, c: B, d: B| (a ^ b ^ c ^ d) & !((a & b) | (c & d) | ((a ^ b) & (c ^ d)));
+    let tufts = e & exactly_one(w, east, n, south);
+    if tufts.is_empty() {
+        return (e, B::ZERO);
+    }
+    let next_to = |x: B| ((x << 1) & m.not_first) | ((x >> 1) & m.not_last) | x.up(s) | x.down(s);
+    let others = e & !tufts & !next_to(tufts);
+    (prune_tufts(e, s), others & !next_to(others))
+}
+
+/// The left cells of the horizontal pairs that can be treated as not adjacent: in a 2×2
+/// block `a b / c d` whose corners `a` and `d` (or `b` and `c`) are walled off on their two
+/// outer sides, the moves `a b` and `c d` leave the same position as `b d` and `a c` up to
+/// where a one-cell tuft hangs, so they are redundant; and cutting the pairs `a b`, `c d`
+/// changes no value (after any other move the block stays walled, or the cut leaves a tuft
+/// beside a tuft). Cutting them can split a region in two: igsolve's "2×2 blocks".
+#[inline]
+pub fn walled_cuts<B: Bits>(e: B, s: u32) -> B {
+    let m = B::masks(s);
+    let (w, east, n, south) = ((e << 1) & m.not_first, (e >> 1) & m.not_last, e.up(s), e.down(s));
+    // Corners: open on exactly the two sides facing into the block.
+    let top_left = e & east & south & !w & !n;
+    let bottom_right = e & w & n & !east & !south;
+    let top_right = e & w & south & !east & !n;
+    let bottom_left = e & east & n & !w & !south;
+    // Blocks by their top-left cell.
+    let blocks = (top_left & bottom_right.down(s + 1)) | ((top_right >> 1) & bottom_left.down(s));
+    blocks | blocks.up(s)
+}
+
+/// Calls `f` with each part of the cells `e` (row stride `s`) that is played on its own:
+/// the 4-connected components once redundant tufts and bridges are removed
+/// ([`simplify`]) and walled 2×2 blocks cut ([`walled_cuts`]); parts that a cut separated
+/// are simplified again. `connected` says that `e` is known to be connected (then, unless
+/// a bridge or a cut separates it, it is one part without a flood fill).
+#[inline]
+pub fn for_each_part<B: Bits>(e: B, s: u32, connected: bool, f: &mut impl FnMut(B)) {
+    let (pruned, bridges) = tufts_and_bridges(e, s);
+    let e = pruned & !bridges;
+    let cuts = walled_cuts(e, s);
+    if cuts.is_empty() {
+        if connected && bridges.is_empty() {
+            return f(e);
+        }
+        return for_each_component(e, s, f);
+    }
+    let mut rest = e;
+    while !rest.is_empty() {
+        let part = component_cut(rest.lowest_bit(), rest, s, cuts);
+        rest ^= part;
+        if part == e {
+            f(part);
+        } else {
+            for_each_part(part, s, true, f);
+        }
+    }
+}
+
+/// The component of `within` holding `seed` when the horizontal pairs starting at `cuts`
+/// are not adjacent.
+fn component_cut<B: Bits>(seed: B, within: B, s: u32, cuts: B) -> B {
+    let m = B::masks(s);
+    let mut c = seed & within;
+    loop {
+        let n =
+            (c | (((c & !cuts) << 1) & m.not_first) | ((c >> 1) & m.not_last & !cuts) | c.up(s) | c.down(s)) & within;
+        if n == c {
+            return c;
+        }
+        c = n;
+    }
+}
+
 /// One step of 4-neighbour growth of `c` inside `within`.
 #[inline]
 fn grow<B: Bits>(c: B, within: B, s: u32) -> B {

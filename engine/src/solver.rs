@@ -15,7 +15,7 @@ use crate::board::Board;
 use crate::db::DbSet;
 use crate::facts::{Facts, Outcome};
 use crate::pairing::half_turn_certificate;
-use crate::region::{centre_distance, for_each_component, normalize, prune_tufts, stays_connected, AnyRegion, Region};
+use crate::region::{centre_distance, for_each_part, normalize, stays_connected, walled_cuts, AnyRegion, Region};
 use crate::table::{AtomicTable, Table, TableStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -42,6 +42,19 @@ impl Default for Config {
     fn default() -> Config {
         Config { tt_bytes: 1 << 30, pairing: true }
     }
+}
+
+/// How a node finds out whether its value is one it is asked about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Search {
+    /// "Is the value n" (Lemoine and Viennot), with the facts of the table: an option of
+    /// value n is looked for first, then each value below n. The default: fewest nodes.
+    #[default]
+    Values,
+    /// Set queries (Beling and Rogalski): "the value, if it lies in this set"; each option
+    /// is asked once, for its value among the node's remaining candidates. Kept to compare:
+    /// 15–35 % more nodes on the bench boards (docs/performance.md).
+    Sets,
 }
 
 /// Why a search stopped before its answer.
@@ -76,8 +89,15 @@ struct Frame {
     present: u64,
     /// An upper bound on the node's nimber (moves available, half the cells).
     bound: u8,
-    /// Expansion stopped early at an option of the value asked for.
+    /// Expansion stopped early: every value asked for is the value of some option.
     hit: bool,
+    /// Number of options (moves).
+    moves: u32,
+    /// Options answered so far: their value known, or known to lie outside what they were
+    /// asked.
+    known: u32,
+    /// Options answered "not in the set asked".
+    missed: u32,
 }
 
 impl Frame {
@@ -94,6 +114,66 @@ impl Frame {
             self.present |= 1 << v;
         }
     }
+
+    /// Records the exact value `v` of one more option.
+    #[inline]
+    fn answer(&mut self, v: u8) {
+        self.record(v);
+        self.known += 1;
+    }
+
+    /// The candidates for the node's value, Beling and Rogalski's set P: `{0..moves}` where
+    /// each answered option removed its value, or the largest candidate when its value was
+    /// not one (or is not known). Values below 64 as bits, and how many candidates of 64
+    /// and above remain. The node's value is a candidate, or above every value asked of
+    /// the options answered "not in the set".
+    #[inline]
+    fn candidates(&self) -> (u64, u32) {
+        let keep = self.moves + 1 - self.known;
+        let mut low = low_mask64(self.moves + 1) & !self.present;
+        let n = low.count_ones();
+        if n < keep {
+            return (low, keep - n);
+        }
+        for _ in keep..n {
+            low ^= 1 << (63 - low.leading_zeros());
+        }
+        (low, 0)
+    }
+}
+
+/// Bits `0..n` of a `u64` (all when `n` ≥ 64).
+#[inline]
+fn low_mask64(n: u32) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1 << n) - 1
+    }
+}
+
+/// The set `{v ^ x : v in set}` of values below 64 (empty when `x` ≥ 64: no region has
+/// such a value... below 128 cells).
+#[inline]
+fn xor_set(mut set: u64, x: u8) -> u64 {
+    const SWAP: [u64; 6] = [
+        0x5555_5555_5555_5555,
+        0x3333_3333_3333_3333,
+        0x0f0f_0f0f_0f0f_0f0f,
+        0x00ff_00ff_00ff_00ff,
+        0x0000_ffff_0000_ffff,
+        0x0000_0000_ffff_ffff,
+    ];
+    if x >= 64 {
+        return 0;
+    }
+    for (i, m) in SWAP.iter().enumerate() {
+        if x >> i & 1 == 1 {
+            let sh = 1 << i;
+            set = ((set & m) << sh) | ((set >> sh) & m);
+        }
+    }
+    set
 }
 
 #[derive(Clone, Copy)]
@@ -103,7 +183,9 @@ struct Child {
     len: u32,
     /// XOR of the values of the option's settled regions.
     xor: u8,
-    /// Search order: sum of squared region sizes, then distance of the move from the centre.
+    /// Search order: several regions last, then the sum of squared region sizes (below
+    /// 2^14: a child has fewer than 128 cells), then the distance of the move from the
+    /// centre (below 2^17).
     cost: u32,
     /// The option's value is known (it was found, or settled on the way).
     done: bool,
@@ -169,6 +251,7 @@ pub struct Solver {
     tt128: Table<u128>,
     dbs: Arc<DbSet>,
     pairing: bool,
+    search: Search,
     nodes: u64,
     pool: Vec<Frame>,
     cancel: Option<Arc<AtomicBool>>,
@@ -185,6 +268,7 @@ impl Solver {
             tt128: Table::new(config.tt_bytes / 4),
             dbs,
             pairing: config.pairing,
+            search: Search::default(),
             nodes: 0,
             pool: Vec::new(),
             cancel: None,
@@ -199,6 +283,11 @@ impl Solver {
     pub fn set_shared(&mut self, tables: &SharedTables) {
         self.tt64 = Table::shared(tables.narrow.clone());
         self.tt128 = Table::shared(tables.wide.clone());
+    }
+
+    /// Chooses how nodes decide the values asked about (the answers are the same).
+    pub fn set_search(&mut self, search: Search) {
+        self.search = search;
     }
 
     /// Search nodes expanded so far.
@@ -343,7 +432,7 @@ impl Solver {
             Err(v) => return Ok(v),
         };
         let since = self.nodes;
-        let mut f = self.expand(&r, None)?;
+        let mut f = self.expand(&r, 0)?;
         b.upper = b.upper.min(f.bound);
         // Invariant: every value below k appears among the options.
         let mut k = b.floor();
@@ -360,36 +449,70 @@ impl Solver {
     }
 
     fn is_value_g<B: Word>(&mut self, r: Region<B>, n: u8) -> Res<bool> {
-        let mut b = match self.facts(&r) {
-            Ok(b) => b,
-            Err(v) => return Ok(v == n),
-        };
-        b.upper = b.upper.min((r.cells() / 2) as u8);
-        if b.rules_out(n) {
+        if n >= 64 {
             return Ok(false);
         }
-        let since = self.nodes;
-        let mut f = self.expand(&r, Some(n))?;
-        b.upper = b.upper.min(f.bound);
-        let answer = if f.hit {
-            b.exclude(n);
-            Ok(false)
-        } else {
-            self.decide(&mut f, &mut b, n)
+        Ok(self.query_g(r, 1 << n)? == Some(n))
+    }
+
+    /// A set query (Beling and Rogalski): the value of the region if it lies in `asked`
+    /// (bit v: value v), else `None`, meaning it does not. The answer may be the exact
+    /// value even when it lies outside `asked`.
+    ///
+    /// With [`Search::Sets`] the options are asked in turn for their values among the
+    /// node's remaining candidates (all but the largest, up to the largest value asked
+    /// here); the answer is known once no candidate is asked, or when every option has
+    /// answered. With [`Search::Values`] the set is one value n, and the node looks for an
+    /// option of value n first, then for each value below n.
+    fn query_g<B: Word>(&mut self, r: Region<B>, asked: u64) -> Res<Option<u8>> {
+        let mut b = match self.facts(&r) {
+            Ok(b) => b,
+            Err(v) => return Ok(Some(v)),
         };
-        // Values some option is known to have are values the region does not have.
-        b.excluded |= f.present as u32;
+        b.upper = b.upper.min((r.cells() / 2) as u8);
+        let set = asked & b.possible();
+        if set == 0 {
+            return Ok(None);
+        }
+        let since = self.nodes;
+        let mut f = self.expand(&r, set)?;
+        if self.search == Search::Values && set.is_power_of_two() {
+            let n = set.trailing_zeros() as u8;
+            b.upper = b.upper.min(f.bound);
+            let answer = if f.hit {
+                b.exclude(n);
+                Ok(false)
+            } else {
+                self.decide(&mut f, &mut b, n)
+            };
+            b.excluded |= f.present as u32;
+            self.pool.push(f);
+            let answer = answer?;
+            self.store(&r, b, since);
+            return Ok(if answer { Some(n) } else { b.value() });
+        }
+        let answer = self.answer_set(&mut f, set);
+        let found = match answer {
+            Ok(Some(v)) => Facts::exact(v),
+            _ => {
+                // The value is a candidate or above every value asked.
+                let (p, high) = f.candidates();
+                let top = low_mask64(64 - set.leading_zeros());
+                b.excluded |= (top & !p) as u32 | f.present as u32;
+                if f.missed == 0 && high == 0 && p != 0 {
+                    b.upper = b.upper.min(63 - p.leading_zeros() as u8);
+                }
+                b.upper = b.upper.min(f.bound);
+                b
+            }
+        };
         self.pool.push(f);
         let answer = answer?;
-        self.store(&r, b, since);
+        self.store(&r, found, since);
         Ok(answer)
     }
 
     /// Decides `g = n` for an expanded node whose facts so far are `b`, updating `b`.
-    ///
-    /// An option of value n is looked for first: a query is usually asked of an option
-    /// its parent expects not to have the value, and one such option settles that at once.
-    /// Only when none has it are the values below n looked for.
     fn decide(&mut self, f: &mut Frame, b: &mut Facts, n: u8) -> Res<bool> {
         if b.rules_out(n) || f.shows(n) {
             b.exclude(n);
@@ -416,28 +539,82 @@ impl Solver {
         Ok(true)
     }
 
-    /// Looks for an unsettled option of value `k`; options settled on the way are marked.
+    /// Asks the unanswered options of an expanded node in turn (see [`Solver::query_g`]).
+    fn answer_set(&mut self, f: &mut Frame, set: u64) -> Res<Option<u8>> {
+        if f.hit {
+            return Ok(None);
+        }
+        let top = low_mask64(64 - set.leading_zeros());
+        for i in 0..f.children.len() {
+            let (p, high) = f.candidates();
+            if p & set == 0 {
+                return Ok(None);
+            }
+            if f.children[i].done {
+                continue;
+            }
+            let below_largest = if high > 0 { p } else { p & !(1 << (63 - p.leading_zeros())) };
+            let ask = below_largest & top;
+            f.children[i].done = true;
+            if ask == 0 {
+                f.missed += 1;
+                f.known += 1;
+                continue;
+            }
+            let (hardest, xor) = self.reduce_child(f, i)?;
+            match self.query(hardest, xor_set(ask, xor))? {
+                Some(v) => f.answer(v ^ xor),
+                None => {
+                    f.missed += 1;
+                    f.known += 1;
+                }
+            }
+        }
+        debug_assert_eq!(f.known, f.moves, "every option answered");
+        let (p, high) = f.candidates();
+        if f.missed == 0 {
+            return Ok(Some(if p == 0 && high > 0 { 64 } else { p.trailing_zeros() as u8 }));
+        }
+        Ok((p & top != 0).then(|| p.trailing_zeros() as u8))
+    }
+
+    /// Settles every region of option `i` but the hardest (exact nimbers, folded into its
+    /// XOR) and returns the hardest with that XOR.
+    fn reduce_child(&mut self, f: &mut Frame, i: usize) -> Res<(AnyRegion, u8)> {
+        while f.children[i].len > 1 {
+            let c = f.children[i];
+            let v = self.nimber(f.comps[(c.start + c.len - 1) as usize])?;
+            f.children[i].xor ^= v;
+            f.children[i].len -= 1;
+        }
+        let c = f.children[i];
+        Ok((f.comps[c.start as usize], c.xor))
+    }
+
+    /// A set query on a region of either word size.
+    fn query(&mut self, r: AnyRegion, asked: u64) -> Res<Option<u8>> {
+        match r {
+            AnyRegion::Narrow(x) => self.query_g(x, asked),
+            AnyRegion::Wide(x) => self.query_g(x, asked),
+        }
+    }
+
+    /// Looks for an unanswered option of value `k`; options answered on the way are marked.
     fn find_child(&mut self, f: &mut Frame, k: u8) -> Res<bool> {
         for i in 0..f.children.len() {
             if f.children[i].done {
                 continue;
             }
-            // Settle all regions of the option but the hardest.
-            while f.children[i].len > 1 {
-                let c = f.children[i];
-                let v = self.nimber(f.comps[(c.start + c.len - 1) as usize])?;
-                f.children[i].xor ^= v;
-                f.children[i].len -= 1;
+            let (hardest, xor) = self.reduce_child(f, i)?;
+            if (k ^ xor) >= 64 {
+                continue;
             }
-            let c = f.children[i];
-            let hardest = f.comps[c.start as usize];
-            if self.is_value(hardest, k ^ c.xor)? {
+            if let Some(v) = self.query(hardest, 1 << (k ^ xor))? {
                 f.children[i].done = true;
-                return Ok(true);
-            }
-            if let Some(v) = self.known_any(&hardest) {
-                f.children[i].done = true;
-                f.record(v ^ c.xor);
+                f.answer(v ^ xor);
+                if v ^ xor == k {
+                    return Ok(true);
+                }
             }
         }
         Ok(false)
@@ -462,12 +639,13 @@ impl Solver {
         Ok(())
     }
 
-    /// Generates the options of a region and settles those that need no search. With
-    /// `stop = Some(v)`, returns as soon as an option is known to have value v (`f.hit`).
+    /// Generates the options of a region and settles those that need no search. With a
+    /// nonempty `stop` set, returns as soon as every value in it is known to be the value of
+    /// some option (`f.hit`).
     ///
     /// Options go in batches: each batch is split into canonical regions with their table
     /// buckets prefetched, then looked up, so the cache misses overlap.
-    fn expand<B: Word>(&mut self, r: &Region<B>, stop: Option<u8>) -> Res<Frame> {
+    fn expand<B: Word>(&mut self, r: &Region<B>, stop: u64) -> Res<Frame> {
         const BATCH: usize = 4;
         self.tick()?;
         let mut f = self.pool.pop().unwrap_or_default();
@@ -475,9 +653,14 @@ impl Solver {
         f.children.clear();
         f.present = 0;
         f.hit = false;
+        f.known = 0;
+        f.missed = 0;
         let s = r.stride as u32;
         let (hor, ver) = r.moves();
-        f.bound = (hor.count() + ver.count()).min(r.cells() / 2).min(255) as u8;
+        // A horizontal move across a walled 2×2 block is worth what a vertical one is.
+        let hor = hor & !walled_cuts(r.bits, s);
+        f.moves = hor.count() + ver.count();
+        f.bound = f.moves.min(r.cells() / 2).min(255) as u8;
         let (h, w) = (r.h as u32, r.w as u32);
         let mut pending = [(ver, s), (hor, 1)];
         let mut kind = 0;
@@ -495,23 +678,16 @@ impl Solver {
                 let rest = r.bits ^ B::bit(i) ^ B::bit(i + step);
                 let start = f.comps.len();
                 let mut xor = 0u8;
-                let mut add = |c: B| {
-                    let c = prune_tufts(c, s);
-                    match c.count() {
-                        0 | 1 => {}
-                        2 | 3 => xor ^= 1,
-                        _ => {
-                            let p = normalize(c, s);
-                            self.prefetch(&p);
-                            f.comps.push(p);
-                        }
+                let mut add = |c: B| match c.count() {
+                    0 | 1 => {}
+                    2 | 3 => xor ^= 1,
+                    _ => {
+                        let p = normalize(c, s);
+                        self.prefetch(&p);
+                        f.comps.push(p);
                     }
                 };
-                if stays_connected(r.bits, i, s, h, w, step == s) {
-                    add(rest);
-                } else {
-                    for_each_component(rest, s, add);
-                }
+                for_each_part(rest, s, stays_connected(r.bits, i, s, h, w, step == s), &mut add);
                 let len =
                     if f.comps.len() - start > 1 { cancel_pairs(&mut f.comps[start..]) } else { f.comps.len() - start };
                 f.comps.truncate(start + len);
@@ -537,16 +713,17 @@ impl Solver {
                     }
                 }
                 if out == start {
-                    f.record(c.xor);
-                    if stop == Some(c.xor) {
-                        f.hit = true;
-                    }
+                    f.answer(c.xor);
                     continue;
                 }
                 let parts = &mut f.comps[start..out];
                 parts.sort_unstable_by_key(|p| std::cmp::Reverse(p.cells()));
-                // Smaller regions first (sum of squared sizes); splitting moves come early.
-                c.cost += parts.iter().map(|p| p.cells() * p.cells()).sum::<u32>() << 17;
+                // Options of one region to search before those whose smaller regions need
+                // exact values first (2xN strips: 3,220,049 nodes instead of 11,057 for
+                // 2x53 otherwise); then smaller regions first (sum of squared sizes, so
+                // splitting moves come early); then central moves.
+                let squares = parts.iter().map(|p| p.cells() * p.cells()).sum::<u32>();
+                c.cost += (((parts.len() > 1) as u32) << 31) | squares << 17;
                 c.start = start as u32;
                 c.len = (out - start) as u32;
                 f.children[kept] = c;
@@ -554,7 +731,8 @@ impl Solver {
             }
             f.comps.truncate(out);
             f.children.truncate(kept);
-            if f.hit {
+            if stop != 0 && stop & !f.present == 0 {
+                f.hit = true;
                 return Ok(f);
             }
         }
@@ -597,7 +775,7 @@ fn cancel_pairs(parts: &mut [AnyRegion]) -> usize {
 pub fn board_regions(board: &Board) -> (Vec<AnyRegion>, u8) {
     let mut xor = 0;
     let mut out = Vec::new();
-    for_each_component(board.empty(), board.cols(), |c| match c.count_ones() {
+    for_each_part(board.empty(), board.cols(), false, &mut |c: u128| match c.count_ones() {
         0 | 1 => {}
         2 | 3 => xor ^= 1,
         _ => out.push(normalize(c, board.cols())),

@@ -2,7 +2,7 @@
 //! forms, no databases): every subset of small boards and random positions, in every mode.
 
 use cram_engine::region::{AnyRegion, Region};
-use cram_engine::{Board, Config, Database, DbSet, Mode, Solver};
+use cram_engine::{Board, Config, Database, DbSet, Mode, Search, Solver};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -14,16 +14,22 @@ struct Setting {
     pairing: bool,
     db: bool,
     mode: Mode,
+    search: Search,
 }
 
 fn settings() -> Vec<Setting> {
     let mut out = Vec::new();
     for (pairing, db) in [(true, false), (false, false), (true, true), (false, true)] {
         for mode in [Mode::Nimber, Mode::Outcome] {
-            out.push(Setting { name: "", pairing, db, mode });
+            out.push(Setting { name: "", pairing, db, mode, search: Search::Values });
         }
     }
+    out.push(Setting { name: "sets", pairing: true, db: false, mode: Mode::Nimber, search: Search::Sets });
+    out.push(Setting { name: "outcome+sets+db", pairing: false, db: true, mode: Mode::Outcome, search: Search::Sets });
     for s in &mut out {
+        if s.search == Search::Sets {
+            continue;
+        }
         s.name = match (s.pairing, s.db, s.mode) {
             (true, false, Mode::Nimber) => "pairing",
             (false, false, Mode::Nimber) => "plain",
@@ -44,7 +50,9 @@ fn small_dbs() -> Arc<DbSet> {
 
 fn solver(s: &Setting) -> Solver {
     let dbs = if s.db { small_dbs() } else { Arc::new(DbSet::default()) };
-    Solver::new(&Config { tt_bytes: 64 << 20, pairing: s.pairing }, dbs)
+    let mut solver = Solver::new(&Config { tt_bytes: 64 << 20, pairing: s.pairing }, dbs);
+    solver.set_search(s.search);
+    solver
 }
 
 /// Checks the engine's answer against the true value `want` in setting `s`.
