@@ -16,9 +16,10 @@ use crate::db::DbSet;
 use crate::facts::{Facts, Outcome};
 use crate::pairing::half_turn_certificate;
 use crate::region::{centre_distance, for_each_part, normalize, stays_connected, walled_cuts, AnyRegion, Region};
-use crate::table::{AtomicTable, Table, TableStats};
+use crate::table::{AtomicTable, DenseTable, SharedTable, Table, TableStats};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// What a solve computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +86,8 @@ pub struct Solution {
 struct Frame {
     comps: Vec<AnyRegion>,
     children: Vec<Child>,
+    /// Cells of the node's region.
+    cells: u32,
     /// Bit v: some option is known to have value v.
     present: u64,
     /// An upper bound on the node's nimber (moves available, half the cells).
@@ -225,22 +228,63 @@ impl Word for u128 {
 /// How often (in nodes) the cancel flag, budget and progress callback are looked at.
 const CHECK_EVERY: u64 = 1 << 12;
 
-/// Transposition tables for the solvers of several threads ([`Solver::set_shared`]).
+/// Transposition tables for the solvers of several threads ([`Solver::set_shared`]), or
+/// for one solver on a large board: a [`DenseTable`] for regions of up to 64 cells and a
+/// locked one for larger regions.
 #[derive(Clone)]
 pub struct SharedTables {
-    narrow: Arc<AtomicTable>,
-    wide: Arc<AtomicTable>,
+    narrow: SharedTable,
+    wide: SharedTable,
 }
 
 impl SharedTables {
-    /// Tables of at most `tt_bytes` in all: half for regions of up to 64 cells, half for
-    /// wider ones. (A table is a power of two of buckets, so a power-of-two budget is used
-    /// whole; memory is taken only as it is touched, so on boards of up to 64 cells the
-    /// wide table costs nothing.)
+    /// Tables for a budget of `tt_bytes`: the dense table takes the largest power of two
+    /// of bytes within it (at least 4 MiB), the table of larger regions a sixteenth of that.
+    /// Memory is taken only as it is touched; regions above 64 cells are few (they occur
+    /// only in the first plies of boards above 64 cells), so the second table adds little.
     pub fn new(tt_bytes: usize) -> SharedTables {
-        SharedTables {
-            narrow: Arc::new(AtomicTable::new(tt_bytes / 2)),
-            wide: Arc::new(AtomicTable::new(tt_bytes / 2)),
+        let narrow = DenseTable::new(tt_bytes);
+        let wide = AtomicTable::new(narrow.bytes() / 16);
+        SharedTables { narrow: SharedTable::Dense(Arc::new(narrow)), wide: SharedTable::Locked(Arc::new(wide)) }
+    }
+
+    /// Bytes of both tables.
+    pub fn bytes(&self) -> usize {
+        self.narrow.bytes() + self.wide.bytes()
+    }
+}
+
+/// The regions near the root that the threads of a parallel solve are searching now. A
+/// thread looking for an option of some value tries first the options no other thread is
+/// searching, so that threads sharing a table spread over different options instead of
+/// repeating each other's work (as in Weill's ABDADA for alpha-beta).
+pub struct Busy {
+    searching: Mutex<HashMap<AnyRegion, u32>>,
+    /// Nodes of at least this many cells take part (the first few plies).
+    min_cells: u32,
+}
+
+impl Busy {
+    /// A set for the nodes of at least `min_cells` cells.
+    pub fn new(min_cells: u32) -> Busy {
+        Busy { searching: Mutex::new(HashMap::new()), min_cells }
+    }
+
+    fn contains(&self, r: &AnyRegion) -> bool {
+        self.searching.lock().expect("busy set lock").contains_key(r)
+    }
+
+    fn enter(&self, r: AnyRegion) {
+        *self.searching.lock().expect("busy set lock").entry(r).or_insert(0) += 1;
+    }
+
+    fn leave(&self, r: &AnyRegion) {
+        let mut m = self.searching.lock().expect("busy set lock");
+        if let Some(n) = m.get_mut(r) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(r);
+            }
         }
     }
 }
@@ -258,6 +302,7 @@ pub struct Solver {
     budget: u64,
     next_check: u64,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
+    busy: Option<Arc<Busy>>,
 }
 
 impl Solver {
@@ -275,6 +320,7 @@ impl Solver {
             budget: u64::MAX,
             next_check: CHECK_EVERY,
             progress: None,
+            busy: None,
         }
     }
 
@@ -288,6 +334,12 @@ impl Solver {
     /// Chooses how nodes decide the values asked about (the answers are the same).
     pub fn set_search(&mut self, search: Search) {
         self.search = search;
+    }
+
+    /// Makes this solver one of the threads of a parallel solve that share `busy` (and a
+    /// table, [`Solver::set_shared`]).
+    pub fn set_busy(&mut self, busy: Arc<Busy>) {
+        self.busy = Some(busy);
     }
 
     /// Search nodes expanded so far.
@@ -600,20 +652,34 @@ impl Solver {
     }
 
     /// Looks for an unanswered option of value `k`; options answered on the way are marked.
+    /// In a parallel solve, near the root, options another thread is searching come last.
     fn find_child(&mut self, f: &mut Frame, k: u8) -> Res<bool> {
-        for i in 0..f.children.len() {
-            if f.children[i].done {
-                continue;
-            }
-            let (hardest, xor) = self.reduce_child(f, i)?;
-            if (k ^ xor) >= 64 {
-                continue;
-            }
-            if let Some(v) = self.query(hardest, 1 << (k ^ xor))? {
-                f.children[i].done = true;
-                f.answer(v ^ xor);
-                if v ^ xor == k {
-                    return Ok(true);
+        let busy = self.busy.clone().filter(|b| f.cells >= b.min_cells);
+        for pass in 0..1 + busy.is_some() as u32 {
+            for i in 0..f.children.len() {
+                if f.children[i].done {
+                    continue;
+                }
+                let (hardest, xor) = self.reduce_child(f, i)?;
+                if (k ^ xor) >= 64 {
+                    continue;
+                }
+                let answer = match &busy {
+                    Some(b) if pass == 0 && b.contains(&hardest) => continue,
+                    Some(b) => {
+                        b.enter(hardest);
+                        let answer = self.query(hardest, 1 << (k ^ xor));
+                        b.leave(&hardest);
+                        answer?
+                    }
+                    None => self.query(hardest, 1 << (k ^ xor))?,
+                };
+                if let Some(v) = answer {
+                    f.children[i].done = true;
+                    f.answer(v ^ xor);
+                    if v ^ xor == k {
+                        return Ok(true);
+                    }
                 }
             }
         }
@@ -660,6 +726,7 @@ impl Solver {
         // A horizontal move across a walled 2×2 block is worth what a vertical one is.
         let hor = hor & !walled_cuts(r.bits, s);
         f.moves = hor.count() + ver.count();
+        f.cells = r.cells();
         f.bound = f.moves.min(r.cells() / 2).min(255) as u8;
         let (h, w) = (r.h as u32, r.w as u32);
         let mut pending = [(ver, s), (hor, 1)];

@@ -125,13 +125,32 @@ impl<T> Drop for ZeroedSlice<T> {
     }
 }
 
-/// A bounded hash table from canonical regions to [`Facts`]: the solver's own, or a view
-/// of an [`AtomicTable`] that the solvers of several threads share.
+/// A table that solvers of several threads (or one solver on a large board) share.
+#[derive(Clone)]
+pub enum SharedTable {
+    /// Regions of up to 64 cells, eight to a cache line ([`DenseTable`]).
+    Dense(Arc<DenseTable>),
+    /// Any region, under a sequence lock per bucket ([`AtomicTable`]).
+    Locked(Arc<AtomicTable>),
+}
+
+impl SharedTable {
+    /// Bytes of the table (its memory is taken as it is touched).
+    pub fn bytes(&self) -> usize {
+        match self {
+            SharedTable::Dense(t) => t.bytes(),
+            SharedTable::Locked(t) => t.bytes(),
+        }
+    }
+}
+
+/// A bounded hash table from canonical regions to [`Facts`]: the solver's own, growing as
+/// it needs, or a view of a [`SharedTable`].
 pub struct Table<B: Bits> {
     buckets: ZeroedSlice<Bucket<B>>,
     max_buckets: usize,
     stats: TableStats,
-    shared: Option<Arc<AtomicTable>>,
+    shared: Option<SharedTable>,
 }
 
 impl<B: Bits> Table<B> {
@@ -144,8 +163,10 @@ impl<B: Bits> Table<B> {
     }
 
     /// A view of a table shared with other threads: every fact any of them stores is
-    /// seen by all.
-    pub fn shared(table: Arc<AtomicTable>) -> Table<B> {
+    /// seen by all. A [`DenseTable`] holds keys of up to 64 bits only: it is for the
+    /// 64-bit word.
+    pub fn shared(table: SharedTable) -> Table<B> {
+        debug_assert!(B::BITS == 64 || matches!(table, SharedTable::Locked(_)));
         Table { buckets: Bucket::empty(0), max_buckets: 0, stats: TableStats::default(), shared: Some(table) }
     }
 
@@ -178,7 +199,8 @@ impl<B: Bits> Table<B> {
     #[inline]
     pub fn prefetch(&self, key: B, stride: u8) {
         let line = match &self.shared {
-            Some(t) => t.bucket_ptr(Self::hash(key, stride)),
+            Some(SharedTable::Dense(t)) => t.bucket_ptr(key.to_u128() as u64, stride),
+            Some(SharedTable::Locked(t)) => t.bucket_ptr(Self::hash(key, stride)),
             // SAFETY: `bucket` is an index inside the bucket vector.
             None => unsafe { self.buckets.as_ptr().add(self.bucket(key, stride)) as *const u8 },
         };
@@ -188,8 +210,10 @@ impl<B: Bits> Table<B> {
     /// What is known about region `(key, stride)`.
     #[inline]
     pub fn get(&self, key: B, stride: u8) -> Option<Facts> {
-        if let Some(t) = &self.shared {
-            return t.get(Self::hash(key, stride), key.to_u128(), stride);
+        match &self.shared {
+            Some(SharedTable::Dense(t)) => return t.get(key.to_u128() as u64, stride),
+            Some(SharedTable::Locked(t)) => return t.get(Self::hash(key, stride), key.to_u128(), stride),
+            None => {}
         }
         let b = self.bucket(key, stride);
         self.buckets[b]
@@ -202,8 +226,12 @@ impl<B: Bits> Table<B> {
     /// Adds facts about region `(key, stride)`, established with about `nodes` search nodes.
     pub fn put(&mut self, key: B, stride: u8, bounds: Facts, nodes: u64) {
         let work = (64 - nodes.leading_zeros()) as u8;
-        if let Some(t) = &self.shared {
-            return t.put(Self::hash(key, stride), key.to_u128(), stride, bounds, work);
+        match &self.shared {
+            Some(SharedTable::Dense(t)) => return t.put(key.to_u128() as u64, stride, bounds, work),
+            Some(SharedTable::Locked(t)) => {
+                return t.put(Self::hash(key, stride), key.to_u128(), stride, bounds, work);
+            }
+            None => {}
         }
         let b = self.bucket(key, stride);
         let bucket = &mut self.buckets[b].0;
@@ -264,6 +292,9 @@ fn prefetch_line_pair(line: *const u8) {
 /// Slots in a bucket of the shared table: 5 × 24 bytes after an 8-byte sequence number.
 const ATOMIC_SLOTS: usize = 5;
 
+/// Reads of a bucket that keeps changing before the reader calls it a miss.
+const SEQLOCK_TRIES: usize = 4;
+
 /// A bucket of the shared table, guarded by a sequence lock: a writer makes the sequence
 /// odd, writes, and makes it even again; a reader retries when the sequence was odd or
 /// changed while it read, so it never uses a half-written slot.
@@ -310,15 +341,16 @@ impl AtomicTable {
         stride as u64 | (upper as u64) << 8 | (work as u64) << 16 | (excluded as u64) << 32
     }
 
-    /// What is known about region `(key, stride)` whose hash is `hash`.
+    /// What is known about region `(key, stride)` whose hash is `hash`. A bucket that a
+    /// writer holds, or that changes under the read again and again, reads as a miss: a
+    /// writer preempted in the middle must not stall the threads that probe its bucket.
     pub fn get(&self, hash: u64, key: u128, stride: u8) -> Option<Facts> {
         let b = self.bucket(hash);
         let (lo, hi) = (key as u64, (key >> 64) as u64);
-        loop {
+        for _ in 0..SEQLOCK_TRIES {
             let before = b.seq.load(Ordering::Acquire);
             if before & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
+                return None;
             }
             let mut found = None;
             for s in &b.slots {
@@ -335,25 +367,19 @@ impl AtomicTable {
                 return found;
             }
         }
+        None
     }
 
     /// Adds facts about region `(key, stride)` whose hash is `hash`, established with
     /// `work` (log2 of the nodes): merged into its slot, else into an empty one, else over
-    /// the slot of least work if that is no more than `work`.
+    /// the slot of least work if that is no more than `work`. When another writer holds
+    /// the bucket the facts are dropped (sound: a table may forget) rather than waited for.
     pub fn put(&self, hash: u64, key: u128, stride: u8, bounds: Facts, work: u8) {
         let b = self.bucket(hash);
         // Take the bucket's write lock: an even sequence made odd.
-        let mut seq = b.seq.load(Ordering::Relaxed);
-        loop {
-            if seq & 1 == 0 {
-                match b.seq.compare_exchange_weak(seq, seq + 1, Ordering::Acquire, Ordering::Relaxed) {
-                    Ok(_) => break,
-                    Err(now) => seq = now,
-                }
-            } else {
-                std::hint::spin_loop();
-                seq = b.seq.load(Ordering::Relaxed);
-            }
+        let seq = b.seq.load(Ordering::Relaxed);
+        if seq & 1 == 1 || b.seq.compare_exchange(seq, seq + 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return;
         }
         std::sync::atomic::fence(Ordering::Release);
         let (lo, hi) = (key as u64, (key >> 64) as u64);
@@ -390,6 +416,159 @@ impl AtomicTable {
     }
 }
 
+/// Entries of a [`DenseTable`] bucket: one cache line.
+const DENSE_SLOTS: usize = 8;
+
+/// Eight 8-byte entries on one cache line.
+#[repr(align(64))]
+struct DenseBucket([AtomicU64; DENSE_SLOTS]);
+
+/// The memory-dense transposition table for regions of up to 64 cells, shared by any
+/// number of threads without locks: 8 bytes per entry, twice as many regions per GiB as a
+/// solver's own table.
+///
+/// A key (the region's 64-bit word and its row stride) is mixed by a bijection of the 64-bit
+/// word; the low `b` bits of the mix (and the stride) choose the bucket, the other `64 - b`
+/// bits and the stride are stored in the entry. Together they give back the whole key, so
+/// a probe never matches another region (no false hits). The rest of the entry's 64 bits
+/// hold the facts: 3 bits of work (log2 of the nodes, in steps of 4), 4 bits for the upper
+/// bound (0 marks an empty entry; 1 + the bound, 15 for "none below 14") and `b - 13` bits of
+/// excluded values from 0 up. Facts beyond that are dropped (the table stores less, never
+/// something false). Every entry is one atomic word, so a reader never sees half of one;
+/// two writers racing on a slot lose one of their facts at worst.
+pub struct DenseTable {
+    buckets: ZeroedSlice<DenseBucket>,
+    /// log2 of the number of buckets.
+    bits: u32,
+}
+
+/// The least number of buckets, as a power of two (4 MiB): fewer would leave too few bits
+/// of an entry for the facts.
+const DENSE_MIN_BUCKET_BITS: u32 = 16;
+
+impl DenseTable {
+    /// A table of about `budget_bytes` (rounded down to a power of two of 64-byte buckets,
+    /// at least 4 MiB), mapped as it is first touched, in huge pages where the system allows.
+    pub fn new(budget_bytes: usize) -> DenseTable {
+        let fit = (budget_bytes / std::mem::size_of::<DenseBucket>()).max(1);
+        let n = if fit.is_power_of_two() { fit } else { fit.next_power_of_two() / 2 };
+        let n = n.max(1 << DENSE_MIN_BUCKET_BITS);
+        // SAFETY: all-zero bytes are valid atomics, and a zero entry is empty.
+        DenseTable { buckets: unsafe { ZeroedSlice::new(n) }, bits: n.trailing_zeros() }
+    }
+
+    /// Bytes of the table.
+    pub fn bytes(&self) -> usize {
+        self.buckets.len() * std::mem::size_of::<DenseBucket>()
+    }
+
+    /// The largest value the entries can mark as excluded, plus one.
+    fn excluded_bits(&self) -> u32 {
+        self.bits - 13
+    }
+
+    /// The bucket of a key and the tag its entries carry (the key bits the bucket does not
+    /// give: the mix's high bits and the stride), in the entry's top `70 - bits` bits.
+    #[inline]
+    fn locate(&self, key: u64, stride: u8) -> (usize, u64) {
+        let h = mix_bijective(key);
+        let index = (h ^ (stride as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) & ((1 << self.bits) - 1);
+        // The tag: h >> bits (64 - bits bits), then the stride (6 bits: strides are < 64).
+        let tag = (h >> self.bits) << 6 | (stride as u64 & 63);
+        (index as usize, tag)
+    }
+
+    fn bucket_ptr(&self, key: u64, stride: u8) -> *const u8 {
+        let (i, _) = self.locate(key, stride);
+        &self.buckets[i] as *const DenseBucket as *const u8
+    }
+
+    #[inline]
+    fn tag_of(&self, entry: u64) -> u64 {
+        entry >> (self.bits - 6)
+    }
+
+    /// The facts an entry holds (it must not be empty).
+    #[inline]
+    fn decode(&self, entry: u64) -> Facts {
+        let payload = entry & ((1 << (self.bits - 6)) - 1);
+        let upper_field = (payload >> self.excluded_bits()) & 15;
+        let upper = if upper_field == 15 { u8::MAX } else { upper_field as u8 - 1 };
+        let excluded = (payload & ((1 << self.excluded_bits()) - 1)) as u32;
+        Facts { excluded, upper }
+    }
+
+    #[inline]
+    fn work_of(&self, entry: u64) -> u8 {
+        ((entry >> (self.bits - 9)) & 7) as u8
+    }
+
+    #[inline]
+    fn encode(&self, tag: u64, facts: Facts, work: u8) -> u64 {
+        let upper_field = if facts.upper >= 14 { 15 } else { facts.upper as u64 + 1 };
+        let excluded = facts.excluded as u64 & ((1 << self.excluded_bits()) - 1);
+        let work = (work as u64).div_ceil(4).min(7);
+        tag << (self.bits - 6) | work << (self.bits - 9) | upper_field << self.excluded_bits() | excluded
+    }
+
+    #[inline]
+    fn is_empty_entry(&self, entry: u64) -> bool {
+        (entry >> self.excluded_bits()) & 15 == 0
+    }
+
+    /// What is known about region `(key, stride)`.
+    #[inline]
+    pub fn get(&self, key: u64, stride: u8) -> Option<Facts> {
+        let (i, tag) = self.locate(key, stride);
+        self.buckets[i]
+            .0
+            .iter()
+            .map(|e| e.load(Ordering::Relaxed))
+            .find(|&e| !self.is_empty_entry(e) && self.tag_of(e) == tag)
+            .map(|e| self.decode(e))
+    }
+
+    /// Adds facts about region `(key, stride)`, established with `work` (log2 of the
+    /// nodes): merged into its entry, else written to an empty one, else over the entry of
+    /// least work if that is no more than `work`.
+    pub fn put(&self, key: u64, stride: u8, facts: Facts, work: u8) {
+        let (i, tag) = self.locate(key, stride);
+        let bucket = &self.buckets[i].0;
+        let mut victim: Option<(&AtomicU64, u8)> = None;
+        for slot in bucket {
+            let e = slot.load(Ordering::Relaxed);
+            if self.is_empty_entry(e) {
+                slot.store(self.encode(tag, facts, work), Ordering::Relaxed);
+                return;
+            }
+            if self.tag_of(e) == tag {
+                let merged = self.decode(e).merge(facts);
+                let work = work.max(self.work_of(e) * 4);
+                slot.store(self.encode(tag, merged, work), Ordering::Relaxed);
+                return;
+            }
+            let w = self.work_of(e);
+            if victim.is_none_or(|(_, v)| w < v) {
+                victim = Some((slot, w));
+            }
+        }
+        if let Some((slot, w)) = victim {
+            if w * 4 <= work {
+                slot.store(self.encode(tag, facts, work), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A bijection of 64-bit words that spreads every input bit over the output (the
+/// SplitMix64 finaliser: each step is invertible).
+#[inline]
+fn mix_bijective(x: u64) -> u64 {
+    let x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,7 +579,7 @@ mod tests {
         assert_eq!(t.bytes(), 512);
         let mut not_one = Facts::UNKNOWN;
         not_one.exclude(1);
-        let view: Table<u128> = Table::shared(Arc::new(t));
+        let view: Table<u128> = Table::shared(SharedTable::Locked(Arc::new(t)));
         let mut view = view;
         view.put(5, 8, not_one, 10);
         view.put(5, 8, Facts { excluded: 1, upper: 7 }, 10);
@@ -446,7 +625,96 @@ mod tests {
             .join()
             .unwrap()
         });
-        assert!(hits > 0);
+        // Readers call a bucket a writer holds a miss, so under this much writing they may
+        // find nothing; once the writers are done every entry reads back whole.
+        let after = (0..12u128).filter(|&i| t.get(0, key(i), 8).inspect(|b| assert_eq!(*b, expect(key(i)))).is_some());
+        assert!(hits + after.count() > 0);
+    }
+
+    #[test]
+    fn a_writer_stuck_in_a_bucket_stalls_no_one() {
+        // A writer preempted while it holds a bucket: its sequence number stays odd. Readers
+        // of the bucket see a miss and writers drop their facts, at once, instead of
+        // spinning until the writer runs again (before the fix both spun forever: the
+        // probe below would not answer within the second).
+        let t = Arc::new(AtomicTable::new(128));
+        t.put(0, 9, 8, Facts::exact(1), 3);
+        assert_eq!(t.get(0, 9, 8), Some(Facts::exact(1)));
+        t.buckets[0].seq.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let probe = t.clone();
+        std::thread::spawn(move || {
+            let read = probe.get(0, 9, 8);
+            probe.put(0, 10, 8, Facts::exact(2), 3);
+            let _ = tx.send(read);
+        });
+        let read = rx.recv_timeout(std::time::Duration::from_secs(1)).expect("a probe of a held bucket answers");
+        assert_eq!(read, None);
+        t.buckets[0].seq.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(t.get(0, 9, 8), Some(Facts::exact(1)));
+        assert_eq!(t.get(0, 10, 8), None, "the write during the lock was dropped");
+    }
+
+    #[test]
+    fn the_dense_table_gives_back_exactly_what_fits() {
+        let t = DenseTable::new(4 << 20);
+        assert_eq!(t.bytes(), 4 << 20);
+        assert_eq!(t.excluded_bits(), 3);
+        // Keys that share a bucket index or a tag are still told apart.
+        for k in 1..20_000u64 {
+            t.put(k * 0x1_0001, 8, Facts::exact((k % 3) as u8), 10);
+        }
+        let mut found = 0;
+        for k in 1..20_000u64 {
+            if let Some(f) = t.get(k * 0x1_0001, 8) {
+                assert_eq!(f, Facts::exact((k % 3) as u8), "{k}");
+                found += 1;
+            }
+            assert_eq!(t.get(k * 0x1_0001, 9), None, "another stride is another region");
+        }
+        assert!(found > 15_000, "{found}");
+        // Facts merge; what does not fit is dropped, never distorted.
+        t.put(77, 8, Facts { excluded: 0b1, upper: 200 }, 1);
+        t.put(77, 8, Facts { excluded: 0b10, upper: 9 }, 1);
+        assert_eq!(t.get(77, 8), Some(Facts { excluded: 0b11, upper: 9 }));
+        t.put(78, 8, Facts::exact(5), 1);
+        let f = t.get(78, 8).unwrap();
+        assert!(f.excluded == 0b111 && f.upper == 5 && f.value().is_none());
+        t.put(79, 8, Facts::exact(20), 1);
+        assert_eq!(t.get(79, 8), Some(Facts { excluded: 0b111, upper: u8::MAX }));
+    }
+
+    #[test]
+    fn the_dense_table_keeps_costly_entries() {
+        let t = DenseTable::new(4 << 20);
+        // One bucket's worth of keys: find keys that land in bucket 0 with stride 8.
+        let keys: Vec<u64> = (1..).filter(|&k| t.locate(k, 8).0 == 0).take(40).collect();
+        t.put(keys[0], 8, Facts::exact(2), 40);
+        for &k in &keys[1..] {
+            t.put(k, 8, Facts::exact(1), 2);
+        }
+        assert_eq!(t.get(keys[0], 8), Some(Facts::exact(2)));
+        let held = keys.iter().filter(|&&k| t.get(k, 8).is_some()).count();
+        assert_eq!(held, DENSE_SLOTS);
+    }
+
+    #[test]
+    fn the_mixer_is_a_bijection() {
+        // Each step inverts: x ^ x >> k by repeated shifts, a multiplication by an odd
+        // constant by its inverse modulo 2^64 (Newton's iteration).
+        let inv = |c: u64| (0..6).fold(c, |x, _| x.wrapping_mul(2u64.wrapping_sub(c.wrapping_mul(x))));
+        let unshift = |y: u64, k: u32| (1..=64 / k).fold(y, |x, i| x ^ y >> (k * i));
+        let unmix = |y: u64| {
+            let x = unshift(y, 31).wrapping_mul(inv(0x94D0_49BB_1331_11EB));
+            let x = unshift(x, 27).wrapping_mul(inv(0xBF58_476D_1CE4_E5B9));
+            unshift(x, 30)
+        };
+        let mut x = 0x0123_4567_89ab_cdefu64;
+        for _ in 0..100_000 {
+            assert_eq!(unmix(mix_bijective(x)), x);
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        }
+        assert_eq!(unmix(mix_bijective(u64::MAX)), u64::MAX);
     }
 
     #[test]
