@@ -2,11 +2,12 @@
 //! and `cram solve --workers N`, which runs the same coordinator and N workers in this
 //! process over loopback gRPC, so the local and the cluster path are one code path.
 
-use crate::solve::{parse_spec, print_record, DbArgs, SolveRecord, DEFAULT_SHARED_TT_MB, DEFAULT_TT_MB};
+use crate::cli::{parse_spec, print_record, DbArgs, SolveRecord, DEFAULT_SHARED_TT_MB, DEFAULT_TT_MB};
 use crate::Failure;
 use clap::{Args, ValueEnum};
+use cram_coordinator::state::Checks;
 use cram_coordinator::{CoordError, Finished, Settings as CoordSettings, Split};
-use cram_engine::{Board, Mode};
+use cram_engine::{Board, Mode, Outcome};
 use cram_worker::{Settings as WorkerSettings, WorkerError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -95,6 +96,13 @@ pub struct CoordinatorArgs {
     /// Do not use the half-turn pairing certificate (coordinator and workers).
     #[arg(long)]
     pub no_pairing: bool,
+    /// A worker is trusted once this many of its results agreed with another worker's (or
+    /// the coordinator's) answer; until then each of its results is checked by another.
+    #[arg(long, value_name = "N", default_value_t = Checks::DEFAULT.trust_after)]
+    pub trust_after: u32,
+    /// Check one result in N of a trusted worker (0: none).
+    #[arg(long, value_name = "N", default_value_t = Checks::DEFAULT.sample_one_in)]
+    pub check_one_in: u32,
     /// Print the result as the JSON object `cram solve --json` prints.
     #[arg(long)]
     pub json: bool,
@@ -210,7 +218,7 @@ fn read_token(path: &Option<PathBuf>) -> Result<Option<String>, Failure> {
 fn coord_failure(e: CoordError) -> Failure {
     use cram_coordinator::store::StoreError;
     match e {
-        CoordError::Store(StoreError::OtherJob { .. }) => Failure::input(e),
+        CoordError::Store(StoreError::OtherJob { .. } | StoreError::Locked { .. }) => Failure::input(e),
         CoordError::Store(StoreError::Corrupt { .. }) => Failure::database(e),
         e => Failure::runtime(e),
     }
@@ -258,6 +266,7 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
         split: a.split.split(),
         unit_nodes: a.split.unit_nodes,
         lease: Duration::from_secs(a.split.lease_secs),
+        checks: Checks { trust_after: a.trust_after, sample_one_in: a.check_one_in },
         progress: Duration::from_secs(a.progress_secs),
         token,
         dbs: a.db.databases()?,
@@ -328,7 +337,7 @@ pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
     let summary = runtime()?.block_on(cram_worker::run(settings, signalled())).map_err(worker_failure)?;
     if let Some(d) = summary.done {
         let value = d.nimber.map_or_else(String::new, |n| format!(", nimber *{n}"));
-        eprintln!("cram worker: job done: {} player wins{value}", d.outcome);
+        eprintln!("cram worker: job done: {}{value}", d.outcome.describe());
     }
     Ok(())
 }
@@ -384,7 +393,8 @@ fn status_text(v: &serde_json::Value) -> String {
     match (&v["answer"], v["eta_secs"].as_u64()) {
         (a, _) if a.is_object() => {
             let nimber = a["nimber"].as_u64().map_or_else(String::new, |x| format!(", nimber *{x}"));
-            out += &format!("answer: {} player wins{nimber}\n", a["outcome"].as_str().unwrap_or("?"));
+            let outcome = a["outcome"].as_str().and_then(|w| w.parse::<Outcome>().ok());
+            out += &format!("answer: {}{nimber}\n", outcome.map_or("outcome unreadable", Outcome::describe));
         }
         (_, Some(eta)) => out += &format!("ETA: about {eta} s\n"),
         _ => out += "ETA: unknown\n",
@@ -468,6 +478,9 @@ pub fn solve_with_workers(
         split: local.split.split(),
         unit_nodes: local.split.unit_nodes,
         lease: Duration::from_secs(local.split.lease_secs),
+        // The workers are threads of this process, sharing its memory and engine: a second
+        // answer from them would check nothing.
+        checks: Checks::NONE,
         progress: Duration::from_secs(120),
         token: Some(token.clone()),
         dbs: dbs.clone(),
