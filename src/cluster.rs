@@ -132,8 +132,9 @@ pub struct WorkerArgs {
     /// a limit its table grows to; 512 for the fixed-size table several threads share].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub tt_mb: Option<u64>,
-    /// Name shown in the coordinator's status [default: host name].
-    #[arg(long, value_name = "NAME")]
+    /// Name shown in the coordinator's status [default: host name]; at most 64 bytes,
+    /// without control characters or '#'.
+    #[arg(long, value_name = "NAME", value_parser = worker_name)]
     pub name: Option<String>,
     /// Seconds between summary lines in the log.
     #[arg(long, value_name = "S", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
@@ -145,6 +146,13 @@ pub struct WorkerArgs {
     pub db: DbArgs,
     #[command(flatten)]
     pub log: LogArgs,
+}
+
+/// Checks a worker name as the coordinator will.
+fn worker_name(s: &str) -> Result<String, String> {
+    let max = cram_coordinator::service::MAX_NAME;
+    let ok = cram_coordinator::service::valid_name(s);
+    ok.then(|| s.to_string()).ok_or_else(|| format!("1 to {max} bytes, without control characters or '#'"))
 }
 
 /// Arguments of `cram status`.
@@ -385,6 +393,16 @@ fn status_text(v: &serde_json::Value) -> String {
         n(&u["from_cache"])
     );
     out += &format!(
+        "checks: {} waiting, {} made, {} results refused, {} regions settled by the coordinator\n",
+        n(&u["checking"]),
+        n(&u["checks"]),
+        n(&u["refused"]),
+        n(&u["settled"])
+    );
+    for d in v["distrusted"].as_array().into_iter().flatten() {
+        out += &format!("distrusted: {} ({})\n", d["id"].as_str().unwrap_or("?"), d["reason"].as_str().unwrap_or("?"));
+    }
+    out += &format!(
         "nodes: {} ({} nodes/s)\nroot: {}\n",
         crate::report::thousands(n(&v["nodes"])),
         crate::report::thousands(v["nodes_per_sec"].as_f64().unwrap_or(0.0) as u64),
@@ -542,7 +560,9 @@ mod tests {
     fn status_text_names_every_count() {
         let v = serde_json::json!({
             "job": "4x8", "mode": "nimber", "state": "running", "elapsed_secs": 3.0,
-            "units": {"total": 9, "pending": 2, "leased": 1, "done": 5, "cancelled": 1, "split": 1, "expired": 0, "from_cache": 2},
+            "units": {"total": 9, "pending": 2, "leased": 1, "done": 5, "cancelled": 1, "split": 1, "expired": 0, "from_cache": 2,
+                      "checking": 3, "checks": 4, "refused": 1, "settled": 1},
+            "distrusted": [{"id": "bad#7", "reason": "its answer to 4x7:f?1 contradicts"}],
             "nodes": 12345, "nodes_per_sec": 1000.0, "root": "g ≠ 0", "answer": null, "eta_secs": 7,
             "workers": [{"id": "a#1", "threads": 2, "last_heartbeat_secs": 0.5, "nodes": 10, "units": ["4x7:f?1"]}]
         });
@@ -554,6 +574,8 @@ mod tests {
             "root: g ≠ 0",
             "ETA: about 7 s",
             "a#1 (2 threads)",
+            "checks: 3 waiting, 4 made, 1 results refused, 1 regions settled",
+            "distrusted: bad#7 (its answer",
             "4x7:f?1",
         ] {
             assert!(t.contains(want), "{want:?} missing from\n{t}");

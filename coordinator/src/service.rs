@@ -41,11 +41,15 @@ pub fn unit_of(id: &str) -> Result<Ask, Status> {
         .ok_or_else(|| Status::invalid_argument(format!("{id:?} names no unit")))
 }
 
-/// A registration, checked: a name (may be empty) and an instance of at most [`MAX_NAME`]
-/// bytes, without control characters or `#`.
+/// True for a worker name or instance the coordinator takes: 1 to [`MAX_NAME`] bytes,
+/// without control characters or `#` (which separates the two in a worker's id).
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_NAME && !s.contains(|c: char| c.is_control() || c == '#')
+}
+
+/// A registration, checked: a valid instance and name (an empty name means "worker").
 pub fn registration_from_pb(r: &pb::RegisterRequest) -> Result<(), Status> {
-    let printable = |s: &str| !s.is_empty() && s.len() <= MAX_NAME && s.chars().all(|c| !c.is_control() && c != '#');
-    if !printable(&r.instance) || !(r.name.is_empty() || printable(&r.name)) {
+    if !valid_name(&r.instance) || !(r.name.is_empty() || valid_name(&r.name)) {
         return Err(Status::invalid_argument(format!(
             "worker name and instance must be 1 to {MAX_NAME} bytes without control characters or '#'"
         )));

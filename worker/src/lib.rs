@@ -186,7 +186,9 @@ impl Shared {
             return Err(CallError::Stopped);
         }
         match e.code() {
-            Code::FailedPrecondition | Code::Unauthenticated | Code::PermissionDenied => {
+            // INVALID_ARGUMENT: the coordinator cannot read what this worker sends (a submit
+            // refused for its facts is handled where it is sent).
+            Code::FailedPrecondition | Code::Unauthenticated | Code::PermissionDenied | Code::InvalidArgument => {
                 tracing::error!("the coordinator refused this worker: {}", e.message());
                 if e.code() == Code::PermissionDenied {
                     // Found wrong: what this worker knows is suspect, its cache first.
