@@ -1289,6 +1289,21 @@ mod tests {
     }
 
     #[test]
+    fn of_a_result_to_be_checked_only_the_answer_to_its_question_is_used() {
+        let mut s = scheduler(checks(5));
+        let t0 = Instant::now();
+        let a = s.register("a", "1", 1, t0).unwrap();
+        let (u, _) = unit(&mut s, &a, 0, t0);
+        let v = oracle().nimber(u.region).unwrap();
+        let ask = Ask { region: u.region, query: Query::IsValue(v + 1) };
+        // "g ≠ v+1" (true, and what a check compares) with "g = 0" riding along.
+        let extra = Facts { excluded: 1 << (v + 1), upper: 0 };
+        assert!(matches!(submit(&mut s, sub(&a, ask, 1, extra, true, 1)).0, Verdict::Accept(_)));
+        let held = s.top_mut().held(&u.region);
+        assert!(held.rules_out(v + 1) && held.upper > 0, "{held:?}");
+    }
+
+    #[test]
     fn an_impossible_result_disconnects_its_worker_at_once() {
         let mut s = scheduler(NO_CHECKS);
         let t0 = Instant::now();
