@@ -658,3 +658,23 @@ fn chaos_kills_and_a_liar_leave_the_answer_right() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// A second coordinator on a state directory in use is refused with exit code 2 and a
+/// message naming the holder, and leaves the log as it was; the first one carries on.
+#[test]
+fn a_second_coordinator_on_a_live_state_is_refused() {
+    let dir = scratch("second");
+    let state = dir.join("state");
+    let job = "5x6";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &[]);
+    let log = std::fs::read(state.join("events.jsonl")).unwrap();
+    let second = coordinator_once(&state, job, &[]);
+    assert_eq!(second.status.code(), Some(2), "{}", text(&second.stderr));
+    let err = text(&second.stderr);
+    assert!(err.contains("in use by another coordinator") && err.contains(&c.child.id().to_string()), "{err}");
+    assert_eq!(std::fs::read(state.join("events.jsonl")).unwrap(), log, "the live log was not touched");
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(result_of(c, 120), want[job].clone());
+    assert!(wait(&mut w, 30, "worker").success());
+}
