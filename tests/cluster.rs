@@ -519,8 +519,10 @@ fn local_solve_with_state_resumes() {
 /// A test client speaking the protocol that answers every unit it leases falsely: with a
 /// wrong value (merely wrong, if nothing held contradicts it), and then, on the region's
 /// nimber unit, with another wrong value (contradicting its own first answer, or what
-/// honest workers reported). It keeps at it through coordinator restarts until it is
-/// disconnected (PERMISSION_DENIED), and returns its id and how many lies it sent.
+/// honest workers reported). Like a worker it rides through coordinator restarts (it
+/// registers again under the same id and sends a result until the coordinator answers), and
+/// it keeps at it until it is disconnected (PERMISSION_DENIED) or stopped. Returns its id,
+/// the false results the coordinator received, and whether it was disconnected.
 async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String, u32, bool) {
     use cram_engine::{Config, DbSet, Facts, Solver};
     use cram_proto::pb;
@@ -528,33 +530,35 @@ async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String,
     let mut client = cram_proto::client(&url, None).unwrap();
     let mut engine = Solver::new(&Config { tt_bytes: 64 << 20, pairing: true }, std::sync::Arc::new(DbSet::default()));
     let instance = format!("{:016x}", rand::random::<u64>());
-    let (mut id, mut lies) = (String::new(), 0u32);
-    let pause = || tokio::time::sleep(Duration::from_millis(200));
-    while !*stop.borrow() {
-        if id.is_empty() {
-            let req = pb::RegisterRequest {
-                protocol: cram_proto::PROTOCOL_VERSION,
-                build: cram_proto::BUILD_ID.into(),
-                db_fingerprint: "none".into(),
-                name: "liar".into(),
-                threads: 1,
-                instance: instance.clone(),
-            };
-            match client.register(req).await {
-                Ok(r) => id = r.into_inner().worker_id,
-                Err(e) if e.code() == Code::PermissionDenied => return (format!("liar#{instance}"), lies, true),
-                Err(_) => pause().await,
-            }
-            continue;
+    let id = format!("liar#{instance}");
+    let register = pb::RegisterRequest {
+        protocol: cram_proto::PROTOCOL_VERSION,
+        build: cram_proto::BUILD_ID.into(),
+        db_fingerprint: "none".into(),
+        name: "liar".into(),
+        threads: 1,
+        instance: instance.clone(),
+    };
+    let pause = || tokio::time::sleep(Duration::from_millis(100));
+    let mut lies = 0u32;
+    // Sorts a failed call: Some(true) disconnected, Some(false) try again (registering
+    // again when the coordinator does not know this client).
+    let failed = async |client: &mut cram_proto::Client, code: Code| match code {
+        Code::PermissionDenied => true,
+        Code::NotFound => {
+            let _ = client.register(register.clone()).await;
+            false
         }
+        _ => {
+            pause().await;
+            false
+        }
+    };
+    while !*stop.borrow() {
         let reply = match client.lease(pb::LeaseRequest { worker_id: id.clone(), slot: 0 }).await {
             Ok(r) => r.into_inner().reply,
-            Err(e) if e.code() == Code::PermissionDenied => return (id, lies, true),
-            Err(_) => {
-                id.clear();
-                pause().await;
-                continue;
-            }
+            Err(e) if failed(&mut client, e.code()).await => return (id, lies, true),
+            Err(_) => continue,
         };
         let Some(pb::lease_reply::Reply::Unit(u)) = reply else {
             pause().await;
@@ -584,10 +588,15 @@ async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String,
                 millis: 1,
                 from_cache: false,
             };
-            lies += 1;
-            match client.submit(req).await {
-                Err(e) if e.code() == Code::PermissionDenied => return (id, lies, true),
-                _ => {}
+            loop {
+                match client.submit(req.clone()).await {
+                    Ok(_) => lies += 1,
+                    Err(e) if e.code() == Code::InvalidArgument => lies += 1,
+                    Err(e) if failed(&mut client, e.code()).await => return (id, lies, true),
+                    Err(_) if !*stop.borrow() => continue,
+                    Err(_) => {}
+                }
+                break;
             }
         }
     }
