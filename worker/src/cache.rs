@@ -131,7 +131,8 @@ mod tests {
     fn fresh(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("cram-cache-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        for old in aside(&dir, "corrupt").into_iter().chain(aside(&dir, "other-build")) {
+        let olds = ["corrupt", "other-build", "distrusted"].into_iter().flat_map(|why| aside(&dir, why));
+        for old in olds {
             let _ = std::fs::remove_dir_all(old);
         }
         dir
@@ -199,6 +200,24 @@ mod tests {
                 std::fs::remove_dir_all(p).unwrap();
             }
             std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cache_moved_aside_answers_nothing_more() {
+        let dir = fresh("retired");
+        let r = AnyRegion::from_key("3x7:1fffff").unwrap();
+        let c = Cache::open(&dir).unwrap();
+        c.put(&r, Facts::exact(2)).await;
+        c.move_aside("distrusted");
+        assert_eq!(c.get(&r), Facts::UNKNOWN);
+        c.put(&r, Facts::exact(2)).await;
+        let moved = aside(&dir, "distrusted");
+        assert_eq!(moved.len(), 1);
+        assert!(!dir.exists(), "the cache directory is out of the way");
+        drop(c);
+        for p in moved {
+            std::fs::remove_dir_all(p).unwrap();
         }
     }
 }
