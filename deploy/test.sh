@@ -138,8 +138,15 @@ docker cp "$coord:/data/state/events.jsonl" "$tmp/events.jsonl"
 python3 - "$tmp/events.jsonl" <<'PY' || fail "event log check"
 import collections, json, sys
 events = [json.loads(l) for l in open(sys.argv[1])]
-finished = collections.Counter(e["unit"] for e in events if e["event"] == "result" and e["finished"])
+# Solves by honest workers: spot checks (a second answer on purpose) and the results of
+# distrusted workers (discarded) are left out.
+bad = {e["worker"] for e in events if e["event"] == "distrust"}
+finished = collections.Counter(
+    e["unit"] for e in events
+    if e["event"] == "result" and e["finished"] and not e.get("check") and e["worker"] not in bad
+)
 twice = [u for u, n in finished.items() if n > 1]
+assert not bad, f"workers distrusted in a cluster of honest workers: {sorted(bad)}"
 assert not twice, f"units solved twice: {twice}"
 starts = sum(e["event"] == "start" for e in events)
 assert starts == 2, f"expected 2 coordinator starts, saw {starts}"

@@ -3,7 +3,7 @@
 //! `cram shapes` (the catalogue of connected shapes with values and pairings) and
 //! `cram root-check` (how often the pairing check fires, by depth, over a whole game).
 
-use crate::solve::parse_spec;
+use crate::cli::parse_spec;
 use crate::Failure;
 use clap::Args;
 use cram_engine::octal::{proved_period, OctalGame};

@@ -135,7 +135,7 @@ fn run_cluster(boards: &[&str], a: &BenchArgs) -> Result<(), Failure> {
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let timeout = || Failure::runtime("bench: a run timed out");
     for b in boards {
-        crate::solve::parse_spec(b)?;
+        crate::cli::parse_spec(b)?;
         let (mut e, mut w1, mut w2, mut over, mut up) = (vec![], vec![], vec![], vec![], vec![]);
         let mut last = None;
         for _ in 0..a.runs.max(1) {
@@ -185,7 +185,7 @@ pub fn run(a: &BenchArgs) -> Result<(), Failure> {
     if a.cluster {
         return run_cluster(&boards, a);
     }
-    crate::solve::parse_spec(&a.baseline)?;
+    crate::cli::parse_spec(&a.baseline)?;
     let base = format!("× {}", a.baseline);
     let mut header = format!("| board | nimber | nodes | seconds | {base} | peak MiB |");
     let mut rule = "|---|---|---:|---:|---:|---:|".to_string();
@@ -195,7 +195,7 @@ pub fn run(a: &BenchArgs) -> Result<(), Failure> {
     }
     println!("{header}\n{rule}");
     for b in boards {
-        crate::solve::parse_spec(b)?;
+        crate::cli::parse_spec(b)?;
         let plain = median_run(b, None, a)?;
         let mut line = format!("| {b} | {} |", cell(&plain, a.timeout_secs));
         if let Some(d) = &a.db_dir {

@@ -2,11 +2,12 @@
 //! and `cram solve --workers N`, which runs the same coordinator and N workers in this
 //! process over loopback gRPC, so the local and the cluster path are one code path.
 
-use crate::solve::{parse_spec, print_record, DbArgs, SolveRecord, DEFAULT_SHARED_TT_MB, DEFAULT_TT_MB};
+use crate::cli::{parse_spec, print_record, DbArgs, SolveRecord, DEFAULT_SHARED_TT_MB, DEFAULT_TT_MB};
 use crate::Failure;
 use clap::{Args, ValueEnum};
+use cram_coordinator::state::Checks;
 use cram_coordinator::{CoordError, Finished, Settings as CoordSettings, Split};
-use cram_engine::{Board, Mode};
+use cram_engine::{Board, Mode, Outcome};
 use cram_worker::{Settings as WorkerSettings, WorkerError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -95,6 +96,13 @@ pub struct CoordinatorArgs {
     /// Do not use the half-turn pairing certificate (coordinator and workers).
     #[arg(long)]
     pub no_pairing: bool,
+    /// A worker is trusted once this many of its results agreed with another worker's (or
+    /// the coordinator's) answer; until then each of its results is checked by another.
+    #[arg(long, value_name = "N", default_value_t = Checks::DEFAULT.trust_after)]
+    pub trust_after: u32,
+    /// Check one result in N of a trusted worker (0: none).
+    #[arg(long, value_name = "N", default_value_t = Checks::DEFAULT.sample_one_in)]
+    pub check_one_in: u32,
     /// Print the result as the JSON object `cram solve --json` prints.
     #[arg(long)]
     pub json: bool,
@@ -124,8 +132,9 @@ pub struct WorkerArgs {
     /// a limit its table grows to; 512 for the fixed-size table several threads share].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub tt_mb: Option<u64>,
-    /// Name shown in the coordinator's status [default: host name].
-    #[arg(long, value_name = "NAME")]
+    /// Name shown in the coordinator's status [default: host name]; at most 64 bytes,
+    /// without control characters or '#'.
+    #[arg(long, value_name = "NAME", value_parser = worker_name)]
     pub name: Option<String>,
     /// Seconds between summary lines in the log.
     #[arg(long, value_name = "S", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
@@ -137,6 +146,13 @@ pub struct WorkerArgs {
     pub db: DbArgs,
     #[command(flatten)]
     pub log: LogArgs,
+}
+
+/// Checks a worker name as the coordinator will.
+fn worker_name(s: &str) -> Result<String, String> {
+    let max = cram_coordinator::service::MAX_NAME;
+    let ok = cram_coordinator::service::valid_name(s);
+    ok.then(|| s.to_string()).ok_or_else(|| format!("1 to {max} bytes, without control characters or '#'"))
 }
 
 /// Arguments of `cram status`.
@@ -210,7 +226,7 @@ fn read_token(path: &Option<PathBuf>) -> Result<Option<String>, Failure> {
 fn coord_failure(e: CoordError) -> Failure {
     use cram_coordinator::store::StoreError;
     match e {
-        CoordError::Store(StoreError::OtherJob { .. }) => Failure::input(e),
+        CoordError::Store(StoreError::OtherJob { .. } | StoreError::Locked { .. }) => Failure::input(e),
         CoordError::Store(StoreError::Corrupt { .. }) => Failure::database(e),
         e => Failure::runtime(e),
     }
@@ -258,6 +274,7 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
         split: a.split.split(),
         unit_nodes: a.split.unit_nodes,
         lease: Duration::from_secs(a.split.lease_secs),
+        checks: Checks { trust_after: a.trust_after, sample_one_in: a.check_one_in },
         progress: Duration::from_secs(a.progress_secs),
         token,
         dbs: a.db.databases()?,
@@ -328,7 +345,7 @@ pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
     let summary = runtime()?.block_on(cram_worker::run(settings, signalled())).map_err(worker_failure)?;
     if let Some(d) = summary.done {
         let value = d.nimber.map_or_else(String::new, |n| format!(", nimber *{n}"));
-        eprintln!("cram worker: job done: {} player wins{value}", d.outcome);
+        eprintln!("cram worker: job done: {}{value}", d.outcome.describe());
     }
     Ok(())
 }
@@ -376,6 +393,16 @@ fn status_text(v: &serde_json::Value) -> String {
         n(&u["from_cache"])
     );
     out += &format!(
+        "checks: {} waiting, {} made, {} results refused, {} regions settled by the coordinator\n",
+        n(&u["checking"]),
+        n(&u["checks"]),
+        n(&u["refused"]),
+        n(&u["settled"])
+    );
+    for d in v["distrusted"].as_array().into_iter().flatten() {
+        out += &format!("distrusted: {} ({})\n", d["id"].as_str().unwrap_or("?"), d["reason"].as_str().unwrap_or("?"));
+    }
+    out += &format!(
         "nodes: {} ({} nodes/s)\nroot: {}\n",
         crate::report::thousands(n(&v["nodes"])),
         crate::report::thousands(v["nodes_per_sec"].as_f64().unwrap_or(0.0) as u64),
@@ -384,7 +411,8 @@ fn status_text(v: &serde_json::Value) -> String {
     match (&v["answer"], v["eta_secs"].as_u64()) {
         (a, _) if a.is_object() => {
             let nimber = a["nimber"].as_u64().map_or_else(String::new, |x| format!(", nimber *{x}"));
-            out += &format!("answer: {} player wins{nimber}\n", a["outcome"].as_str().unwrap_or("?"));
+            let outcome = a["outcome"].as_str().and_then(|w| w.parse::<Outcome>().ok());
+            out += &format!("answer: {}{nimber}\n", outcome.map_or("outcome unreadable", Outcome::describe));
         }
         (_, Some(eta)) => out += &format!("ETA: about {eta} s\n"),
         _ => out += "ETA: unknown\n",
@@ -468,6 +496,9 @@ pub fn solve_with_workers(
         split: local.split.split(),
         unit_nodes: local.split.unit_nodes,
         lease: Duration::from_secs(local.split.lease_secs),
+        // The workers are threads of this process, sharing its memory and engine: a second
+        // answer from them would check nothing.
+        checks: Checks::NONE,
         progress: Duration::from_secs(120),
         token: Some(token.clone()),
         dbs: dbs.clone(),
@@ -529,7 +560,9 @@ mod tests {
     fn status_text_names_every_count() {
         let v = serde_json::json!({
             "job": "4x8", "mode": "nimber", "state": "running", "elapsed_secs": 3.0,
-            "units": {"total": 9, "pending": 2, "leased": 1, "done": 5, "cancelled": 1, "split": 1, "expired": 0, "from_cache": 2},
+            "units": {"total": 9, "pending": 2, "leased": 1, "done": 5, "cancelled": 1, "split": 1, "expired": 0, "from_cache": 2,
+                      "checking": 3, "checks": 4, "refused": 1, "settled": 1},
+            "distrusted": [{"id": "bad#7", "reason": "its answer to 4x7:f?1 contradicts"}],
             "nodes": 12345, "nodes_per_sec": 1000.0, "root": "g ≠ 0", "answer": null, "eta_secs": 7,
             "workers": [{"id": "a#1", "threads": 2, "last_heartbeat_secs": 0.5, "nodes": 10, "units": ["4x7:f?1"]}]
         });
@@ -541,6 +574,8 @@ mod tests {
             "root: g ≠ 0",
             "ETA: about 7 s",
             "a#1 (2 threads)",
+            "checks: 3 waiting, 4 made, 1 results refused, 1 regions settled",
+            "distrusted: bad#7 (its answer",
             "4x7:f?1",
         ] {
             assert!(t.contains(want), "{want:?} missing from\n{t}");

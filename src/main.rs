@@ -8,6 +8,7 @@
 
 mod analyses;
 mod bench;
+mod cli;
 mod cluster;
 mod dbcmd;
 mod pictures;

@@ -2,7 +2,8 @@
 //! SVG) and `cram show` (a position drawn as SVG with every move's resulting nimber and the
 //! winning moves highlighted).
 
-use crate::solve::{analyze, parse_spec, EngineArgs};
+use crate::cli::{parse_spec, EngineArgs};
+use crate::solve::analyze;
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use cram_engine::{Board, Interrupted, Mode, Solver};

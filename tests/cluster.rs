@@ -116,19 +116,37 @@ fn result_of(c: Coordinator, secs: u64) -> (String, Value) {
 
 /// Result events of the event log.
 fn results(state: &Path) -> Vec<Value> {
+    events(state).into_iter().filter(|v| v["event"] == "result").collect()
+}
+
+/// Workers the log says were distrusted.
+fn distrusted(state: &Path) -> Vec<String> {
+    events(state)
+        .iter()
+        .filter(|v| v["event"] == "distrust")
+        .map(|v| v["worker"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every event of the log.
+fn events(state: &Path) -> Vec<Value> {
     std::fs::read_to_string(state.join("events.jsonl"))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == "result")
         .collect()
 }
 
-/// Asserts that no unit has two finished results in the log.
+/// Asserts that no unit was solved twice by honest workers: at most one finished result per
+/// unit that is not a spot check, from workers not distrusted.
 fn no_unit_solved_twice(state: &Path) {
+    let bad = distrusted(state);
     let mut seen = HashMap::new();
-    for r in results(state).iter().filter(|r| r["finished"] == true) {
-        *seen.entry(r["unit"].as_str().unwrap().to_string()).or_insert(0) += 1;
+    for r in results(state) {
+        let honest = !bad.iter().any(|w| r["worker"] == w.as_str());
+        if r["finished"] == true && r["check"] != true && honest {
+            *seen.entry(r["unit"].as_str().unwrap().to_string()).or_insert(0) += 1;
+        }
     }
     let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "units solved twice: {twice:?}");
@@ -333,8 +351,9 @@ fn worker_killed_lease_expires_and_cache_answers_again() {
     let (mut w3, _) = start_worker(&dir, &c.url, &["--cache", &cache_s]);
     assert_eq!(result_of(c, 60), want[job].clone());
     assert!(wait(&mut w3, 30, "worker").success());
-    let r = results(&state2);
-    assert!(r.iter().all(|r| r["from_cache"] == true && r["nodes"] == 0), "{r:?}");
+    // The worker's answers (the coordinator checks the lone worker's itself).
+    let r: Vec<Value> = results(&state2).into_iter().filter(|r| r["worker"] != "coordinator").collect();
+    assert!(!r.is_empty() && r.iter().all(|r| r["from_cache"] == true && r["nodes"] == 0), "{r:?}");
 }
 
 /// SIGTERM a worker: it hands its unit back at once (not after the 60 s lease), exits 0,
@@ -383,7 +402,7 @@ fn wrong_token_and_version_are_refused() {
     let (mut w, wlog) = start_worker(&dir, &c.url, &["--token-file", &g, "--announce-protocol", "99"]);
     assert_eq!(wait(&mut w, 30, "worker with another protocol").code(), Some(4));
     let wl = std::fs::read_to_string(&wlog).unwrap();
-    assert!(wl.contains("protocol 99") && wl.contains("protocol 1"), "{wl}");
+    assert!(wl.contains("protocol 99") && wl.contains("protocol 2"), "{wl}");
     let o = cram(&["status", "--coordinator", &c.url, "--token-file", &b]);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
     assert!(results(&state).is_empty(), "refused calls changed nothing");
@@ -495,4 +514,176 @@ fn local_solve_with_state_resumes() {
     no_unit_solved_twice(&state);
     let starts = std::fs::read_to_string(state.join("events.jsonl")).unwrap().matches("\"event\":\"start\"").count();
     assert_eq!(starts, 2);
+}
+
+/// A test client speaking the protocol that answers every unit it leases falsely: with a
+/// wrong value (merely wrong, if nothing held contradicts it), and then, on the region's
+/// nimber unit, with another wrong value (contradicting its own first answer, or what
+/// honest workers reported). Like a worker it rides through coordinator restarts (it
+/// registers again under the same id and sends a result until the coordinator answers), and
+/// it keeps at it until it is disconnected (PERMISSION_DENIED) or stopped. Returns its id,
+/// the false results the coordinator received, and whether it was disconnected.
+async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String, u32, bool) {
+    use cram_engine::{Config, DbSet, Facts, Solver};
+    use cram_proto::pb;
+    use tonic::Code;
+    let mut client = cram_proto::client(&url, None).unwrap();
+    let mut engine = Solver::new(&Config { tt_bytes: 64 << 20, pairing: true }, std::sync::Arc::new(DbSet::default()));
+    let instance = format!("{:016x}", rand::random::<u64>());
+    let id = format!("liar#{instance}");
+    let register = pb::RegisterRequest {
+        protocol: cram_proto::PROTOCOL_VERSION,
+        build: cram_proto::BUILD_ID.into(),
+        db_fingerprint: "none".into(),
+        name: "liar".into(),
+        threads: 1,
+        instance: instance.clone(),
+    };
+    let pause = || tokio::time::sleep(Duration::from_millis(100));
+    let mut lies = 0u32;
+    // Sorts a failed call: Some(true) disconnected, Some(false) try again (registering
+    // again when the coordinator does not know this client).
+    let failed = async |client: &mut cram_proto::Client, code: Code| match code {
+        Code::PermissionDenied => true,
+        Code::NotFound => {
+            let _ = client.register(register.clone()).await;
+            false
+        }
+        _ => {
+            pause().await;
+            false
+        }
+    };
+    while !*stop.borrow() {
+        let reply = match client.lease(pb::LeaseRequest { worker_id: id.clone(), slot: 0 }).await {
+            Ok(r) => r.into_inner().reply,
+            Err(e) if failed(&mut client, e.code()).await => return (id, lies, true),
+            Err(_) => continue,
+        };
+        let Some(pb::lease_reply::Reply::Unit(u)) = reply else {
+            pause().await;
+            continue;
+        };
+        let region = cram_proto::region_from_pb(u.region.as_ref()).unwrap();
+        let query = cram_proto::Query::from_pb(u.query.as_ref()).unwrap();
+        let truth = engine.nimber(region).unwrap();
+        let half = (region.cells() / 2) as u8;
+        let other = |not: &[u8]| (0..=half).find(|w| !not.contains(w)).unwrap();
+        // A value that gives the wrong answer to the question.
+        let first = match query {
+            cram_proto::Query::IsValue(k) if k != truth && k <= half => k,
+            _ => other(&[truth]),
+        };
+        let second = other(&[truth, first]);
+        let nimber_unit = cram_proto::unit_id(&region, cram_proto::Query::Nimber);
+        for (unit_id, value) in [(u.unit_id.clone(), first), (nimber_unit, second)] {
+            let req = pb::SubmitRequest {
+                worker_id: id.clone(),
+                unit_id,
+                attempt: u.attempt,
+                region: u.region.clone(),
+                facts: Some(cram_proto::facts_to_pb(Facts::exact(value))),
+                finished: true,
+                nodes: 1000,
+                millis: 1,
+                from_cache: false,
+            };
+            loop {
+                match client.submit(req.clone()).await {
+                    Ok(_) => lies += 1,
+                    Err(e) if e.code() == Code::InvalidArgument => lies += 1,
+                    Err(e) if failed(&mut client, e.code()).await => return (id, lies, true),
+                    Err(_) if !*stop.borrow() => continue,
+                    Err(_) => {}
+                }
+                break;
+            }
+        }
+    }
+    (id, lies, false)
+}
+
+/// Chaos: one job (4x11) with two workers and a liar; the coordinator killed with SIGKILL 20
+/// times at random moments (each after some progress) and started again, a worker killed 5
+/// times and started again. The answer is the engine's, no unit was solved twice by honest
+/// workers, and the liar's results were refused or discarded and the liar disconnected.
+#[test]
+fn chaos_kills_and_a_liar_leave_the_answer_right() {
+    use rand::Rng;
+    let started = Instant::now();
+    let dir = scratch("chaos");
+    let state = dir.join("state");
+    let job = "4x11";
+    let want = engine(&[job], &[]);
+    let split = ["--split-depth", "2", "--lease-secs", "5"];
+    let mut c = start_coordinator(&dir, &state, job, &split);
+    let addr = c.url.trim_start_matches("http://").to_string();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let liar = rt.spawn(liar(c.url.clone(), stop_rx));
+    let cache = |i: usize| dir.join(format!("cache-{i}")).display().to_string();
+    let mut workers: Vec<Child> = (0..2).map(|i| start_worker(&dir, &c.url, &["--cache", &cache(i)]).0).collect();
+    let mut rng = rand::rng();
+    let (mut coordinator_kills, mut worker_kills) = (0, 0);
+    while coordinator_kills < 20 {
+        // A random moment, once the coordinator started last has logged something.
+        let logged = events(&state).len();
+        wait_for("progress between kills", 120, || events(&state).len() > logged);
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..400)));
+        assert!(c.child.try_wait().unwrap().is_none(), "the job finished after only {coordinator_kills} kills");
+        kill9(&mut c.child);
+        coordinator_kills += 1;
+        if coordinator_kills % 4 == 0 && worker_kills < 5 {
+            let i = rng.random_range(0..workers.len());
+            kill9(&mut workers[i]);
+            worker_kills += 1;
+            workers[i] = start_worker(&dir, &c.url, &["--cache", &cache(i)]).0;
+        }
+        c = restart_coordinator_on(&dir, &state, job, &addr, &split);
+    }
+    let (outcome, nimber) = result_of(c, 600);
+    stop_tx.send_replace(true);
+    let (liar_id, lies, disconnected) = rt.block_on(liar).unwrap();
+    assert_eq!((outcome, nimber), want[job].clone(), "the answer is the engine's");
+    for w in &mut workers {
+        assert!(wait(w, 60, "worker").success(), "workers exit 0 when the job is done");
+    }
+    assert_eq!((coordinator_kills, worker_kills), (20, 5));
+    no_unit_solved_twice(&state);
+    // The liar: its false results were refused, or accepted and then discarded with every
+    // other result of it when it was distrusted; it was disconnected.
+    assert!(lies >= 2, "the liar sent {lies} false results");
+    assert!(disconnected, "the liar was not disconnected");
+    assert!(distrusted(&state).contains(&liar_id), "{liar_id} not distrusted: {:?}", distrusted(&state));
+    let log = events(&state);
+    let from_liar = |kind: &str| log.iter().filter(|e| e["event"] == kind && e["worker"] == liar_id.as_str()).count();
+    assert!(from_liar("refused") + from_liar("result") >= 1, "no false result reached the log");
+    let honest_distrusted: Vec<String> = distrusted(&state).into_iter().filter(|w| *w != liar_id).collect();
+    assert!(honest_distrusted.is_empty(), "honest workers distrusted: {honest_distrusted:?}");
+    eprintln!(
+        "chaos: {coordinator_kills} coordinator kills, {worker_kills} worker kills, {lies} lies ({} refused, {} discarded), {:.1} s",
+        from_liar("refused"),
+        from_liar("result"),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// A second coordinator on a state directory in use is refused with exit code 2 and a
+/// message naming the holder, and leaves the log as it was; the first one carries on.
+#[test]
+fn a_second_coordinator_on_a_live_state_is_refused() {
+    let dir = scratch("second");
+    let state = dir.join("state");
+    let job = "5x6";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &[]);
+    let log = std::fs::read(state.join("events.jsonl")).unwrap();
+    let second = coordinator_once(&state, job, &[]);
+    assert_eq!(second.status.code(), Some(2), "{}", text(&second.stderr));
+    let err = text(&second.stderr);
+    assert!(err.contains("in use by another coordinator") && err.contains(&c.child.id().to_string()), "{err}");
+    assert_eq!(std::fs::read(state.join("events.jsonl")).unwrap(), log, "the live log was not touched");
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(result_of(c, 120), want[job].clone());
+    assert!(wait(&mut w, 30, "worker").success());
 }

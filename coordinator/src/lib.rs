@@ -1,37 +1,39 @@
 //! The cram cluster coordinator: turns a job (a position and a mode) into work units,
-//! serves them to workers over gRPC, merges their results exactly, and keeps everything
-//! it learns in a state directory so that a restarted coordinator resumes the job.
+//! serves them to workers over gRPC, checks and merges their results exactly, and keeps
+//! everything it learns in a state directory so that a restarted coordinator resumes.
 //!
 //! - [`top`]: the top of the search, deciding the root from the facts known so far and
 //!   naming the open questions (units) in the order a single search would take them.
-//! - [`state`]: the scheduler — units, leases with attempt numbers, workers, counters.
+//! - [`state`]: the scheduler — units, leases with attempt numbers, workers and their
+//!   trust, results held and their checks; changed by logged events only.
 //! - [`store`]: the event log (truth) and the sled index, both durable before a result
-//!   is acknowledged.
+//!   is acknowledged; the state directory's lock.
+//! - [`job`]: the one task that owns the scheduler and the store, fed by typed requests.
 //! - [`service`]: the gRPC glue and the token check.
 //!
-//! [`run`] ties them together: it resumes or creates the job, serves until the root is
-//! decided (or a shutdown signal arrives), logs a progress line periodically, and returns
-//! the answer.
+//! [`run`] ties them together: it opens the state and replays its log, then serves until
+//! the root is decided (or a shutdown signal arrives), and returns the answer.
 
 #![warn(missing_docs)]
 
+pub mod job;
 pub mod service;
 pub mod state;
 pub mod store;
 pub mod top;
 
-use crate::service::{check_token, Service, Shared};
-use crate::state::{Counters, Scheduler};
-use crate::store::{DoneRecord, Event, JobRecord, Store, StoreError};
-use crate::top::{depth_for_units, Ask, Top};
-use cram_engine::{Board, DbSet, Mode, Outcome, Solution};
+use crate::job::Job;
+use crate::service::{check_token, Service};
+use crate::state::{Checks, Counters, Scheduler};
+use crate::store::{Event, JobRecord, Store, StoreError};
+use crate::top::{depth_for_units, Top};
+use cram_engine::{Board, DbSet, Mode, Solution};
 use cram_proto::pb::coordinator_server::CoordinatorServer;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
 /// How deep the coordinator expands the root before asking workers.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +60,8 @@ pub struct Settings {
     pub unit_nodes: u64,
     /// Lease length: a unit without a progressing heartbeat for this long is reissued.
     pub lease: Duration,
+    /// How results are spot-checked.
+    pub checks: Checks,
     /// Interval of the progress line.
     pub progress: Duration,
     /// Bearer token every call must carry.
@@ -135,35 +139,11 @@ pub async fn run(
         Split::TargetUnits(n) => depth_for_units(&settings.board, n),
     };
     let top = Top::new(&settings.board, settings.mode, settings.pairing, settings.dbs.clone(), depth);
-    let mut sched = Scheduler::new(top, settings.mode, settings.lease);
-    for event in &replay.events {
-        if let Event::Result(r) = event {
-            let (region, query) = cram_proto::parse_unit_id(&r.unit).expect("the replay checked unit names");
-            let top = sched.top_mut();
-            top.report(region, r.facts());
-            if !r.finished {
-                top.expand(region);
-            }
-            sched.restore_recorded(Ask { region, query }, r.finished);
-            sched.count_result(r.finished, r.nodes, r.from_cache);
-        }
-    }
-    let resumed = replay.recorded.len();
+    let mut sched = Scheduler::new(top, settings.mode, settings.lease, settings.checks);
+    sched.replay(&replay.events);
+    store.check_index(&sched.index_facts())?;
+    let resumed = replay.events.iter().filter(|e| matches!(e, Event::Result(_))).count();
     store.append(&Event::Start { at: cram_proto::unix_secs() }).await?;
-    let (fatal_tx, mut fatal_rx) = mpsc::unbounded_channel();
-    let shared = Arc::new(Shared {
-        sched: Mutex::new(sched),
-        store: tokio::sync::Mutex::new(store),
-        job: settings.spec.clone(),
-        pairing: settings.pairing,
-        unit_nodes: settings.unit_nodes,
-        lease: settings.lease,
-        db_fingerprint: settings.dbs.fingerprint(),
-        started,
-        rate: Mutex::new(0.0),
-        fatal: fatal_tx,
-        changed: tokio::sync::Notify::new(),
-    });
     let addr = listener.local_addr().map_err(|e| CoordError::Serve(e.to_string()))?;
     tracing::info!(
         job = %settings.spec,
@@ -175,8 +155,11 @@ pub async fn run(
         resumed_results = resumed,
         "coordinator serving"
     );
+    let token = settings.token.clone();
+    let job = Job::new(sched, store, settings, started);
+    let (requests, inbox) = tokio::sync::mpsc::channel(256);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let service = CoordinatorServer::with_interceptor(Service(shared.clone()), check_token(settings.token.clone()));
+    let service = CoordinatorServer::with_interceptor(Service(requests), check_token(token));
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<CoordinatorServer<Service>>().await;
     let server = tokio::spawn(
@@ -187,10 +170,7 @@ pub async fn run(
                 let _ = stop_rx.await;
             }),
     );
-    let outcome = supervise(&settings, &shared, &mut fatal_rx, shutdown, replay.done.clone()).await;
-    if outcome.is_ok() {
-        tokio::time::sleep(settings.linger).await;
-    }
+    let outcome = job.run(inbox, shutdown, replay.done).await;
     let _ = stop_tx.send(());
     match server.await {
         Ok(Ok(())) => {}
@@ -198,106 +178,4 @@ pub async fn run(
         Err(e) => return Err(CoordError::Serve(e.to_string())),
     }
     outcome
-}
-
-/// Expires leases, reports progress and waits for the answer, a fatal error or shutdown.
-async fn supervise(
-    settings: &Settings,
-    shared: &Arc<Shared>,
-    fatal: &mut mpsc::UnboundedReceiver<StoreError>,
-    shutdown: impl Future<Output = ()>,
-    already: Option<DoneRecord>,
-) -> Result<Finished, CoordError> {
-    let sched = || shared.sched.lock().expect("scheduler lock poisoned");
-    if let Some(d) = already {
-        let solution = Solution { outcome: Outcome::of(d.outcome == Outcome::First.as_str()), nimber: d.nimber };
-        tracing::info!(job = %settings.spec, "the job in this state is already solved");
-        return Ok(Finished { solution, nodes: d.nodes, millis: d.millis, counters: sched().counters.clone() });
-    }
-    tokio::pin!(shutdown);
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let mut last_progress = Instant::now();
-    let mut last_sample = (Instant::now(), 0u64);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => {
-                tracing::warn!("shutdown signal: stopping; the state is saved");
-                return Err(CoordError::Stopped(settings.state_dir.clone()));
-            }
-            Some(e) = fatal.recv() => return Err(e.into()),
-            _ = tick.tick() => {}
-            _ = shared.changed.notified() => {}
-        }
-        let now = Instant::now();
-        let (answer, total_nodes) = {
-            let mut s = sched();
-            for (unit, worker) in s.expire(now) {
-                tracing::warn!(%unit, %worker, "lease expired without progress; reissuing the unit");
-            }
-            (s.answer(), s.nodes + s.in_flight_nodes())
-        };
-        if now.duration_since(last_sample.0) >= Duration::from_secs(1) {
-            let dt = now.duration_since(last_sample.0).as_secs_f64();
-            let rate = total_nodes.saturating_sub(last_sample.1) as f64 / dt;
-            // Smoothed over about ten seconds: heartbeats report in-flight nodes in steps.
-            let mut smooth = shared.rate.lock().expect("rate lock poisoned");
-            *smooth = if *smooth == 0.0 { rate } else { 0.9 * *smooth + 0.1 * rate };
-            last_sample = (now, total_nodes);
-        }
-        if let Some(solution) = answer {
-            return finish(settings, shared, solution).await;
-        }
-        if now.duration_since(last_progress) >= settings.progress {
-            last_progress = now;
-            tracing::info!("{}", progress_line(shared));
-        }
-    }
-}
-
-/// The periodic one-line summary.
-fn progress_line(shared: &Shared) -> String {
-    let rate = *shared.rate.lock().expect("rate lock poisoned");
-    let mut s = shared.sched.lock().expect("scheduler lock poisoned");
-    let status = s.status(&shared.job, shared.started.elapsed(), rate, Instant::now());
-    let u = &status.units;
-    let eta = status.eta_secs.map_or_else(|| "unknown".to_string(), |e| format!("{e} s"));
-    format!(
-        "{}: units {}/{} done ({} leased, {} split, {} cached), {} nodes, {:.0} nodes/s, {} workers, root {}, ETA {}",
-        status.job,
-        u.counters.done,
-        u.total,
-        u.leased,
-        u.counters.split,
-        u.counters.from_cache,
-        status.nodes,
-        status.nodes_per_sec,
-        status.workers.len(),
-        status.root,
-        eta
-    )
-}
-
-/// Logs the answer as the job's last event and reports it.
-async fn finish(settings: &Settings, shared: &Arc<Shared>, solution: Solution) -> Result<Finished, CoordError> {
-    let (nodes, counters) = {
-        let s = shared.sched.lock().expect("scheduler lock poisoned");
-        (s.nodes + s.local_nodes(), s.counters.clone())
-    };
-    let millis = shared.started.elapsed().as_millis() as u64;
-    let done = DoneRecord { outcome: solution.outcome.to_string(), nimber: solution.nimber, nodes, millis };
-    shared.store.lock().await.append(&Event::Done(done)).await?;
-    if let Some(a) = &settings.answered {
-        a.send_replace(true);
-    }
-    tracing::info!(
-        job = %settings.spec,
-        outcome = solution.outcome.describe(),
-        nimber = ?solution.nimber,
-        units = counters.done,
-        split = counters.split,
-        nodes,
-        seconds = millis as f64 / 1000.0,
-        "job solved"
-    );
-    Ok(Finished { solution, nodes, millis, counters })
 }

@@ -1,25 +1,29 @@
 //! Durable job state: an append-only event log of JSON lines, the source of truth, and a
-//! sled index of the same facts beside it.
+//! sled index of the same facts beside it, in a state directory that one coordinator at a
+//! time holds (an exclusive lock on `STATE/lock`, taken before anything is read).
 //!
 //! Every result is appended to the log and fsynced, then written to sled and flushed,
-//! before the worker is told it was recorded. On open the log is replayed; the sled index
-//! is compared with the replay, and when it cannot be opened or disagrees (a hard kill can
-//! leave sled damaged) it is moved aside and rebuilt from the log. A log whose last line
-//! was torn by a kill loses that line (its result was never acknowledged); damage anywhere
-//! else is refused, never guessed around.
+//! before the worker is told it was recorded. On open the log is read back; the caller
+//! replays it and hands the facts to [`Store::check_index`], which rebuilds the index when
+//! it cannot be opened or disagrees (a hard kill can leave sled damaged). A log whose last
+//! line was torn by a kill loses that line (its result was never acknowledged); damage
+//! anywhere else is refused, never guessed around.
 
 use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
+use cram_engine::Outcome;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The log's file name inside the state directory.
 pub const LOG_FILE: &str = "events.jsonl";
 /// The sled index's directory name inside the state directory.
 pub const INDEX_DIR: &str = "index.sled";
+/// The lock file inside the state directory (it holds the owner's process id).
+pub const LOCK_FILE: &str = "lock";
 
 /// The job a state directory holds.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -69,6 +73,9 @@ pub struct ResultRecord {
     pub worker: String,
     /// Answered from the worker's cache.
     pub from_cache: bool,
+    /// A second answer to a unit already answered (a spot check), not a solve of its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check: bool,
 }
 
 impl ResultRecord {
@@ -78,11 +85,35 @@ impl ResultRecord {
     }
 }
 
+/// A result refused before it was used, with the reason.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RefusedRecord {
+    /// The unit's name.
+    pub unit: String,
+    /// The region's key.
+    pub region: String,
+    /// The facts sent (bit j of `excluded`: not j).
+    pub excluded: u32,
+    /// The upper bound sent.
+    pub upper: u8,
+    /// The worker that sent it.
+    pub worker: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+impl RefusedRecord {
+    /// The facts the refused result carried.
+    pub fn facts(&self) -> Facts {
+        Facts { excluded: self.excluded, upper: self.upper }
+    }
+}
+
 /// The job's answer as logged.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct DoneRecord {
-    /// `first` or `second`: who wins.
-    pub outcome: String,
+    /// Who wins.
+    pub outcome: Outcome,
     /// The nimber, when known.
     pub nimber: Option<u8>,
     /// Search nodes over all units.
@@ -102,8 +133,17 @@ pub enum Event {
         /// Unix time in seconds.
         at: u64,
     },
-    /// A unit's result.
+    /// A unit's result, checked and accepted.
     Result(ResultRecord),
+    /// A result refused (impossible, or contradicting facts already held).
+    Refused(RefusedRecord),
+    /// A worker found wrong: everything it reported is discarded, and it is disconnected.
+    Distrust {
+        /// The worker.
+        worker: String,
+        /// What showed it wrong.
+        reason: String,
+    },
     /// The job is solved.
     Done(DoneRecord),
 }
@@ -141,6 +181,14 @@ pub enum StoreError {
         /// Its mode.
         mode: String,
     },
+    /// Another coordinator holds the state directory.
+    #[error("state {path} is in use by another coordinator ({holder}); stop it first, or use another --state")]
+    Locked {
+        /// The state directory.
+        path: PathBuf,
+        /// Who holds it, as its lock file says.
+        holder: String,
+    },
     /// sled failed while running.
     #[error("state index {path}: {reason}")]
     Index {
@@ -151,24 +199,30 @@ pub enum StoreError {
     },
 }
 
-/// What the log holds, replayed.
+/// What the log holds.
 #[derive(Default, Debug)]
 pub struct Replay {
     /// Every logged event in order.
     pub events: Vec<Event>,
-    /// Reported facts per region, merged.
-    pub facts: HashMap<AnyRegion, Facts>,
-    /// Regions split after running out of budget.
-    pub splits: HashSet<AnyRegion>,
-    /// Units with a logged result.
-    pub recorded: HashSet<String>,
     /// The answer, when the job is done.
     pub done: Option<DoneRecord>,
+}
+
+/// The facts the sled index mirrors: per region, the merged facts of the results in force,
+/// and the regions split.
+#[derive(Default, Debug, PartialEq, Eq)]
+pub struct IndexFacts {
+    /// Merged facts per region.
+    pub facts: HashMap<AnyRegion, Facts>,
+    /// Regions whose units ran out of budget.
+    pub splits: HashSet<AnyRegion>,
 }
 
 /// The open state of one job.
 pub struct Store {
     dir: PathBuf,
+    /// Held (locked) for as long as the store is open.
+    _lock: File,
     log: File,
     /// Set when an append failed: the log may end in part of a line, and nothing more is
     /// written after it (the next start drops a torn last line).
@@ -183,19 +237,17 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 }
 
 impl Store {
-    /// Opens (or creates) the state of `job` in `dir` and replays it.
+    /// Opens (or creates) the state of `job` in `dir` and reads its log back. The
+    /// directory is locked first: a second coordinator on it is refused before it reads
+    /// (or cuts) anything.
     pub fn open(dir: &Path, job: &JobRecord) -> Result<(Store, Replay), StoreError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let lock = lock_dir(dir)?;
         let log_path = dir.join(LOG_FILE);
         let mut replay = read_log(&log_path)?;
         let mut log = OpenOptions::new().create(true).append(true).open(&log_path).map_err(io_err(&log_path))?;
+        // read_events saw to it that a log that is not empty begins with the job.
         match replay.events.first() {
-            None => {
-                append_line(&mut log, &Event::Job(job.clone())).map_err(io_err(&log_path))?;
-                // The new log's directory entry must be durable too.
-                File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))?;
-                replay.events.push(Event::Job(job.clone()));
-            }
             Some(Event::Job(held)) if held.same_job(job) => {}
             Some(Event::Job(held)) => {
                 return Err(StoreError::OtherJob {
@@ -205,25 +257,24 @@ impl Store {
                     mode: held.mode.clone(),
                 })
             }
-            Some(_) => {
-                return Err(StoreError::Corrupt {
-                    path: log_path,
-                    line: 1,
-                    reason: "the first event is not the job".into(),
-                })
+            _ => {
+                append_line(&mut log, &Event::Job(job.clone())).map_err(io_err(&log_path))?;
+                // The new log's directory entry must be durable too.
+                File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))?;
+                replay.events.push(Event::Job(job.clone()));
             }
         }
         let index_path = dir.join(INDEX_DIR);
         let index = open_index(&index_path)?;
         let store = Store {
             dir: dir.to_path_buf(),
+            _lock: lock,
             log,
             broken: false,
             facts: tree(&index, "facts", &index_path)?,
             splits: tree(&index, "splits", &index_path)?,
             index,
         };
-        let store = store.check_index(&replay)?;
         Ok((store, replay))
     }
 
@@ -243,42 +294,45 @@ impl Store {
         written.map_err(io_err(&path))
     }
 
-    /// Logs a result and indexes its facts (merged with what the index holds for the
-    /// region), durable in both before returning.
+    /// Logs an accepted result and indexes it (a finished one's facts merged with what the
+    /// index holds for the region; an unfinished one's region as split), durable in both
+    /// before returning.
     pub async fn record(&mut self, region: &AnyRegion, result: &ResultRecord) -> Result<(), StoreError> {
         self.append(&Event::Result(result.clone())).await?;
         let key = region.key();
         let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
-        let held = self.facts.get(key.as_bytes()).map_err(err)?.and_then(|v| Facts::from_bytes(&v));
-        let merged = held.unwrap_or(Facts::UNKNOWN).merge(result.facts());
-        self.facts.insert(key.as_bytes(), &merged.to_bytes()[..]).map_err(err)?;
-        if !result.finished {
+        if result.finished {
+            let held = self.facts.get(key.as_bytes()).map_err(err)?.and_then(|v| Facts::from_bytes(&v));
+            let merged = held.unwrap_or(Facts::UNKNOWN).merge(result.facts());
+            self.facts.insert(key.as_bytes(), &merged.to_bytes()[..]).map_err(err)?;
+        } else {
             self.splits.insert(key.as_bytes(), &[][..]).map_err(err)?;
         }
         self.index.flush_async().await.map_err(err)?;
         Ok(())
     }
 
-    /// Rebuilds the index from the replay unless it holds exactly the replay's facts.
-    fn check_index(self, replay: &Replay) -> Result<Store, StoreError> {
-        if self.index_matches(replay) {
-            return Ok(self);
+    /// Makes the index hold exactly `want` (the facts the log's replay gives), rewriting it
+    /// when it does not.
+    pub fn check_index(&self, want: &IndexFacts) -> Result<(), StoreError> {
+        if self.index_matches(want) {
+            return Ok(());
         }
         tracing::warn!(index = %self.dir.join(INDEX_DIR).display(), "state index disagrees with the event log; rebuilding it from the log");
         let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
         self.facts.clear().map_err(err)?;
         self.splits.clear().map_err(err)?;
-        for (r, b) in &replay.facts {
+        for (r, b) in &want.facts {
             self.facts.insert(r.key().as_bytes(), &b.to_bytes()[..]).map_err(err)?;
         }
-        for r in &replay.splits {
+        for r in &want.splits {
             self.splits.insert(r.key().as_bytes(), &[][..]).map_err(err)?;
         }
         self.index.flush().map_err(err)?;
-        Ok(self)
+        Ok(())
     }
 
-    fn index_matches(&self, replay: &Replay) -> bool {
+    fn index_matches(&self, want: &IndexFacts) -> bool {
         let facts: Option<HashMap<AnyRegion, Facts>> = self
             .facts
             .iter()
@@ -289,8 +343,31 @@ impl Store {
             .collect();
         let splits: Option<HashSet<AnyRegion>> =
             self.splits.iter().map(|kv| AnyRegion::from_key(std::str::from_utf8(&kv.ok()?.0).ok()?)).collect();
-        facts.as_ref() == Some(&replay.facts) && splits.as_ref() == Some(&replay.splits)
+        facts.as_ref() == Some(&want.facts) && splits.as_ref() == Some(&want.splits)
     }
+}
+
+/// Locks the state directory for this process (released when the file is closed, also by
+/// a kill); refuses when another process holds it.
+fn lock_dir(dir: &Path) -> Result<File, StoreError> {
+    let path = dir.join(LOCK_FILE);
+    let mut file =
+        OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).map_err(io_err(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim() {
+                "" => "a process that has not written its id yet".to_string(),
+                pid => format!("process {pid}"),
+            };
+            return Err(StoreError::Locked { path: dir.to_path_buf(), holder });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
+    }
+    file.set_len(0).and_then(|()| file.write_all(std::process::id().to_string().as_bytes())).map_err(io_err(&path))?;
+    Ok(file)
 }
 
 fn tree(db: &sled::Db, name: &str, path: &Path) -> Result<sled::Tree, StoreError> {
@@ -309,69 +386,105 @@ fn append_line(file: &mut File, event: &Event) -> std::io::Result<()> {
     file.sync_data()
 }
 
-/// Reads and replays the log; a torn last line is cut off.
+/// What [`read_events`] read: the events of the whole lines, and where a torn last line
+/// (one without its newline) begins, if there is one.
+#[derive(Debug, Default)]
+pub struct LogRead {
+    /// The events, in order.
+    pub replay: Replay,
+    /// Byte offset of a torn last line.
+    pub torn_at: Option<u64>,
+}
+
+/// Reads the log; a torn last line is cut off the file.
 fn read_log(path: &Path) -> Result<Replay, StoreError> {
-    let mut replay = Replay::default();
     let file = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(replay),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replay::default()),
         Err(e) => return Err(io_err(path)(e)),
     };
-    let mut reader = BufReader::new(file);
+    let read = read_events(BufReader::new(file)).map_err(|e| match e {
+        LogError::Io(source) => StoreError::Io { path: path.to_path_buf(), source },
+        LogError::Line { line, reason } => StoreError::Corrupt { path: path.to_path_buf(), line, reason },
+    })?;
+    if let Some(good_bytes) = read.torn_at {
+        // Only the last line can lack its newline: the process died while writing it,
+        // before the result was acknowledged.
+        tracing::warn!(log = %path.display(), "event log ends in a torn line; dropping it");
+        let f = OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
+        f.set_len(good_bytes).map_err(io_err(path))?;
+        f.sync_data().map_err(io_err(path))?;
+    }
+    Ok(read.replay)
+}
+
+/// Why a log cannot be read.
+#[derive(Debug)]
+pub enum LogError {
+    /// Reading failed.
+    Io(std::io::Error),
+    /// A whole line is damaged.
+    Line {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Reads an event log: every whole line must be a valid event; a last line without its
+/// newline (torn by a kill, maybe inside a character) is left out and reported.
+pub fn read_events(mut reader: impl BufRead) -> Result<LogRead, LogError> {
+    let mut out = LogRead::default();
     let mut good_bytes = 0u64;
-    let mut line = String::new();
+    let mut line = Vec::new();
     let mut n = 0;
     loop {
         line.clear();
-        let read = reader.read_line(&mut line).map_err(io_err(path))?;
+        let read = reader.read_until(b'\n', &mut line).map_err(LogError::Io)?;
         if read == 0 {
-            break;
+            return Ok(out);
         }
         n += 1;
-        if !line.ends_with('\n') {
-            // Only the last line can lack its newline: the process died while writing it,
-            // before the result was acknowledged.
-            tracing::warn!(log = %path.display(), line = n, "event log ends in a torn line; dropping it");
-            let f = OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
-            f.set_len(good_bytes).map_err(io_err(path))?;
-            f.sync_data().map_err(io_err(path))?;
-            break;
+        if line.last() != Some(&b'\n') {
+            out.torn_at = Some(good_bytes);
+            return Ok(out);
         }
-        let parsed = serde_json::from_str::<Event>(line.trim_end()).map_err(|e| e.to_string());
-        parsed.and_then(|e| apply(&mut replay, e)).map_err(|reason| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            line: n,
-            reason,
-        })?;
+        let event = std::str::from_utf8(&line)
+            .map_err(|e| format!("not UTF-8: {e}"))
+            .and_then(|text| serde_json::from_str::<Event>(text.trim_end()).map_err(|e| e.to_string()))
+            .and_then(|e| check_event(&out.replay, &e).map(|()| e))
+            .map_err(|reason| LogError::Line { line: n, reason })?;
+        if let Event::Done(d) = &event {
+            out.replay.done = Some(d.clone());
+        }
+        out.replay.events.push(event);
         good_bytes += read as u64;
     }
-    Ok(replay)
 }
 
-/// Adds one event to the replay.
-fn apply(replay: &mut Replay, event: Event) -> Result<(), String> {
-    match &event {
-        Event::Job(_) if !replay.events.is_empty() => return Err("a second job event".into()),
-        Event::Result(r) => {
-            let region = AnyRegion::from_key(&r.region).ok_or_else(|| format!("bad region {:?}", r.region))?;
-            if r.facts().is_contradictory() {
-                return Err(format!("facts of {:?} exclude every value", r.unit));
-            }
-            let entry = replay.facts.entry(region).or_insert(Facts::UNKNOWN);
-            *entry = entry.merge(r.facts());
-            if !r.finished {
-                replay.splits.insert(region);
-            }
-            if cram_proto::parse_unit_id(&r.unit).is_none_or(|(unit_region, _)| unit_region != region) {
-                return Err(format!("bad unit {:?} for region {:?}", r.unit, r.region));
-            }
-            replay.recorded.insert(r.unit.clone());
+/// Checks one event against the rules every log keeps: the job first and once, unit names
+/// that name their region, no accepted result whose facts exclude every value.
+fn check_event(replay: &Replay, event: &Event) -> Result<(), String> {
+    let unit_of = |unit: &str, region: &str| {
+        let r = AnyRegion::from_key(region).ok_or_else(|| format!("bad region {region:?}"))?;
+        match cram_proto::parse_unit_id(unit) {
+            Some((unit_region, _)) if unit_region == r => Ok(()),
+            _ => Err(format!("bad unit {unit:?} for region {region:?}")),
         }
-        Event::Done(d) => replay.done = Some(d.clone()),
-        Event::Job(_) | Event::Start { .. } => {}
+    };
+    match event {
+        Event::Job(_) if !replay.events.is_empty() => Err("a second job event".into()),
+        _ if replay.events.is_empty() && !matches!(event, Event::Job(_)) => {
+            Err("the first event is not the job".into())
+        }
+        Event::Result(r) if r.finished && r.facts().is_contradictory() => {
+            Err(format!("facts of {:?} exclude every value", r.unit))
+        }
+        Event::Result(r) => unit_of(&r.unit, &r.region),
+        Event::Refused(r) => unit_of(&r.unit, &r.region),
+        Event::Job(_) | Event::Start { .. } | Event::Distrust { .. } | Event::Done(_) => Ok(()),
     }
-    replay.events.push(event);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -401,6 +514,7 @@ mod tests {
             millis: 1,
             worker: "w".into(),
             from_cache: false,
+            check: false,
         }
     }
 
@@ -414,6 +528,7 @@ mod tests {
     async fn results_survive_a_reopen_and_the_index_is_rebuilt_when_lost() {
         let dir = tempdir("reopen");
         let region = AnyRegion::from_key("3x7:1fffff").unwrap();
+        let want = IndexFacts { facts: [(region, Facts { excluded: 2, upper: 9 })].into(), splits: [region].into() };
         {
             let (mut store, replay) = Store::open(&dir, &job("3x7")).unwrap();
             assert_eq!(replay.events.len(), 1);
@@ -421,22 +536,60 @@ mod tests {
             let mut second = result("3x7:1fffff?1", true);
             second.excluded = 2;
             store.record(&region, &second).await.unwrap();
-            // The index merges the region's facts as the replay does.
-            assert!(store.index_matches(&read_log(&dir.join(LOG_FILE)).unwrap()));
+            // The index holds the finished result's facts and the split.
+            assert!(store.index_matches(&want));
         }
-        let (_, replay) = Store::open(&dir, &job("3x7")).unwrap();
-        assert_eq!(replay.recorded.len(), 2);
-        assert!(replay.splits.contains(&region));
-        assert_eq!(replay.facts[&region], Facts { excluded: 3, upper: 9 });
+        let (store, replay) = Store::open(&dir, &job("3x7")).unwrap();
+        assert_eq!(replay.events.len(), 3);
+        assert!(store.index_matches(&want));
+        drop(store);
         // A lost index is rebuilt, and then matches.
         std::fs::remove_dir_all(dir.join(INDEX_DIR)).unwrap();
-        let (store, replay) = Store::open(&dir, &job("3x7")).unwrap();
-        assert!(store.index_matches(&replay));
+        let (store, _) = Store::open(&dir, &job("3x7")).unwrap();
+        assert!(!store.index_matches(&want));
+        store.check_index(&want).unwrap();
+        assert!(store.index_matches(&want));
         drop(store);
         // Another job on the same state is refused.
         let mut other = job("3x8");
         other.cols = 8;
         assert!(matches!(Store::open(&dir, &other), Err(StoreError::OtherJob { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_last_line_torn_inside_a_utf8_character_is_dropped() {
+        let dir = tempdir("torn-utf8");
+        std::fs::create_dir_all(&dir).unwrap();
+        let job_line = serde_json::to_string(&Event::Job(job("3x7"))).unwrap();
+        let mut named = result("3x7:1fffff?0", true);
+        named.worker = "café-7".into();
+        let line = serde_json::to_string(&Event::Result(named)).unwrap();
+        // Cut inside the two bytes of "é": a kill in the middle of the write.
+        let cut = line.find('é').unwrap() + 1;
+        let log = dir.join(LOG_FILE);
+        let mut bytes = format!("{job_line}\n").into_bytes();
+        bytes.extend_from_slice(&line.as_bytes()[..cut]);
+        std::fs::write(&log, &bytes).unwrap();
+        let (_, replay) = Store::open(&dir, &job("3x7")).unwrap();
+        assert_eq!(replay.events.len(), 1);
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), format!("{job_line}\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_store_on_a_live_directory_is_refused_before_touching_the_log() {
+        let dir = tempdir("locked");
+        let (_live, _) = Store::open(&dir, &job("3x7")).unwrap();
+        // The live coordinator is in the middle of appending a line.
+        let log = dir.join(LOG_FILE);
+        let mut f = OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(b"{\"event\":\"start\",").unwrap();
+        let before = std::fs::read(&log).unwrap();
+        let err = Store::open(&dir, &job("3x7")).err().expect("a second store is refused");
+        assert!(matches!(err, StoreError::Locked { .. }), "{err}");
+        assert!(err.to_string().contains("in use by another coordinator"), "{err}");
+        assert_eq!(std::fs::read(&log).unwrap(), before, "the live log was not touched");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -10,6 +10,10 @@
 //! idle workers. A unit that no longer appears has become useless and is cancelled. As the
 //! walk is a function of the facts, resuming is replaying the facts.
 //!
+//! Facts can contradict each other only when some are false (a faulty worker): the walk
+//! never loops on them — a region whose facts leave no value is named in
+//! [`Frontier::conflicts`] and left open, for the scheduler to settle.
+//!
 //! The rules are the engine's: `g(R) = n` iff no option has value `n` and every value below
 //! `n` appears among the options; `g(R)` is the least value that does not appear; an option
 //! made of several regions has the XOR of their values, found by settling the smaller
@@ -29,7 +33,7 @@ use std::sync::Arc;
 pub const LOCAL_CELLS: u32 = 16;
 
 /// A question for a worker: `query` about canonical `region`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ask {
     /// The canonical region asked about.
     pub region: AnyRegion,
@@ -58,6 +62,8 @@ pub struct Frontier {
     /// Branches whose walk stopped at [`NEEDS_PER_BRANCH`] questions: a question of such a
     /// branch missing from `open` may still matter.
     pub truncated: HashSet<Branch>,
+    /// Regions whose facts contradict each other (some are false), each once.
+    pub conflicts: Vec<AnyRegion>,
 }
 
 /// Which first move (of which root region) a question lies under. Units of one branch share
@@ -95,6 +101,8 @@ pub struct Top {
     split_depth: u32,
     reported: HashMap<AnyRegion, Facts>,
     derived: HashMap<AnyRegion, Facts>,
+    /// Values the coordinator found by its own search: they override everything else.
+    settled: HashMap<AnyRegion, u8>,
     expanded: HashSet<AnyRegion>,
     children: HashMap<AnyRegion, Arc<[Child]>>,
     local: Solver,
@@ -108,6 +116,7 @@ struct Walk {
     learnt: bool,
     branch: Branch,
     per_branch: HashMap<Branch, usize>,
+    conflicts: Vec<AnyRegion>,
 }
 
 /// Questions collected per branch in one walk; the rest of a branch waits for a later walk.
@@ -124,6 +133,12 @@ impl Walk {
     fn need(&mut self, region: AnyRegion, query: Query) {
         self.needs.push((Ask { region, query }, self.branch));
         *self.per_branch.entry(self.branch).or_insert(0) += 1;
+    }
+
+    fn conflict(&mut self, r: AnyRegion) {
+        if !self.conflicts.contains(&r) {
+            self.conflicts.push(r);
+        }
     }
 
     /// True when the current branch has all the questions one walk collects.
@@ -146,6 +161,7 @@ impl Top {
             split_depth,
             reported: HashMap::new(),
             derived: HashMap::new(),
+            settled: HashMap::new(),
             expanded: HashSet::new(),
             children: HashMap::new(),
             local: Solver::new(&Config { tt_bytes: 64 << 20, pairing }, dbs),
@@ -154,11 +170,50 @@ impl Top {
 
     /// Records facts a worker reported; true when they were news.
     pub fn report(&mut self, region: AnyRegion, facts: Facts) -> bool {
-        let old = self.known(&region);
+        let old = self.held(&region);
         let merged = old.merge(facts);
         let entry = self.reported.entry(region).or_insert(Facts::UNKNOWN);
         *entry = entry.merge(facts);
         merged != old
+    }
+
+    /// Sets the value the coordinator's own search found; it overrides every other fact.
+    pub fn settle(&mut self, region: AnyRegion, value: u8) {
+        self.settled.insert(region, value);
+    }
+
+    /// True when the coordinator's own search settled `region`.
+    pub fn is_settled(&self, region: &AnyRegion) -> bool {
+        self.settled.contains_key(region)
+    }
+
+    /// Forgets every reported and derived fact (settled values stay), before the facts
+    /// still trusted are reported again.
+    pub fn forget_reports(&mut self) {
+        self.reported.clear();
+        self.derived.clear();
+    }
+
+    /// What is certain about `r` without any worker: its value when the coordinator knows
+    /// it (small, paired, database or settled regions), else `g ≤ cells / 2`.
+    pub fn certain(&mut self, r: &AnyRegion) -> Facts {
+        if let Some(v) = self.local.settled_value(r).or_else(|| self.settled.get(r).copied()) {
+            return Facts::exact(v);
+        }
+        if r.cells() <= LOCAL_CELLS {
+            return Facts::exact(self.local.nimber(*r).expect("no budget or cancel on the local solver"));
+        }
+        Facts { excluded: 0, upper: (r.cells() / 2) as u8 }
+    }
+
+    /// Everything held about `r`: certain, reported and derived facts (contradictory when
+    /// some of them are false).
+    pub fn held(&mut self, r: &AnyRegion) -> Facts {
+        let certain = self.certain(r);
+        if certain.value().is_some() {
+            return certain;
+        }
+        [&self.reported, &self.derived].iter().filter_map(|m| m.get(r)).fold(certain, |b, f| b.merge(*f))
     }
 
     /// Marks a region whose unit ran out of budget: from now on the walk goes one ply into
@@ -167,10 +222,10 @@ impl Top {
         self.expanded.insert(region)
     }
 
-    /// True when the facts already answer `ask`.
+    /// True when the facts already answer `ask` (and do not contradict each other).
     pub fn answers(&mut self, ask: &Ask) -> bool {
-        let b = self.known(&ask.region);
-        ask.query.answered_by(b)
+        let b = self.held(&ask.region);
+        !b.is_contradictory() && ask.query.answered_by(b)
     }
 
     /// Nodes the coordinator searched itself (regions of at most [`LOCAL_CELLS`] cells).
@@ -187,10 +242,16 @@ impl Top {
             // Something learnt during a walk may have made needs met earlier useless: walk
             // again until a walk learns nothing, so the list holds only what still matters.
             if !walk.learnt || answer.is_some() {
-                let root_facts = self.regions.first().copied().map(|r| self.known(&r));
+                let root_facts = self.regions.first().copied().map(|r| self.held(&r));
                 let truncated =
                     walk.per_branch.iter().filter(|(_, &n)| n >= NEEDS_PER_BRANCH).map(|(b, _)| *b).collect();
-                return Frontier { answer, open: Frontier::interleave(walk.needs), root_facts, truncated };
+                return Frontier {
+                    answer,
+                    open: Frontier::interleave(walk.needs),
+                    root_facts,
+                    truncated,
+                    conflicts: walk.conflicts,
+                };
             }
         }
     }
@@ -226,21 +287,15 @@ impl Top {
         }
     }
 
-    /// Everything known of a region: free facts, reported ones and derived ones.
-    fn known(&mut self, r: &AnyRegion) -> Facts {
-        if let Some(v) = self.local.settled_value(r) {
-            return Facts::exact(v);
+    /// What the walk uses of a region: [`Top::held`], or `None` (the region named as a
+    /// conflict) when its facts contradict each other.
+    fn known(&mut self, r: &AnyRegion, walk: &mut Walk) -> Option<Facts> {
+        let b = self.held(r);
+        if b.is_contradictory() {
+            walk.conflict(*r);
+            return None;
         }
-        if r.cells() <= LOCAL_CELLS {
-            return Facts::exact(self.local.nimber(*r).expect("no budget or cancel on the local solver"));
-        }
-        let mut b = Facts { excluded: 0, upper: (r.cells() / 2) as u8 };
-        for source in [&self.reported, &self.derived] {
-            if let Some(f) = source.get(r) {
-                b = b.merge(*f);
-            }
-        }
-        b
+        Some(b)
     }
 
     fn learn(&mut self, r: AnyRegion, facts: Facts, walk: &mut Walk) {
@@ -261,10 +316,10 @@ impl Top {
     }
 
     /// The value of an option when all its regions are known.
-    fn child_value(&mut self, c: &Child) -> Option<u8> {
+    fn child_value(&mut self, c: &Child, walk: &mut Walk) -> Option<u8> {
         let mut x = c.xor;
         for p in &c.regions {
-            x ^= self.known(p).value()?;
+            x ^= self.known(p, walk)?.value()?;
         }
         Some(x)
     }
@@ -292,7 +347,7 @@ impl Top {
     /// Looks for an option of value `j`, options already known first. Some(false) when
     /// every option is known not to have it.
     fn find_child(&mut self, cs: &[Child], j: u8, depth: u32, walk: &mut Walk) -> Option<bool> {
-        if cs.iter().any(|c| self.child_value(c) == Some(j)) {
+        if cs.iter().any(|c| self.child_value(c, walk) == Some(j)) {
             return Some(true);
         }
         let mut open = false;
@@ -315,7 +370,7 @@ impl Top {
 
     /// Is `g(r) = n`?
     fn is_value(&mut self, r: AnyRegion, n: u8, depth: u32, walk: &mut Walk) -> Option<bool> {
-        let b = self.known(&r);
+        let b = self.known(&r, walk)?;
         if let Some(v) = b.value() {
             return Some(v == n);
         }
@@ -366,7 +421,7 @@ impl Top {
 
     /// The nimber of `r`: the least value no option has.
     fn nimber(&mut self, r: AnyRegion, depth: u32, walk: &mut Walk) -> Option<u8> {
-        let b = self.known(&r);
+        let b = self.known(&r, walk)?;
         if let Some(v) = b.value() {
             return Some(v);
         }
@@ -378,16 +433,17 @@ impl Top {
             return None;
         }
         let cs = self.children_of(&r);
-        // Every value below the floor appears among the options (g ≥ floor).
-        let mut k = b.floor();
-        loop {
+        // Every value below the floor appears among the options (g ≥ floor); g ≤ upper.
+        for k in b.floor()..=b.upper {
             let appears = b.rules_out(k) || self.find_child(&cs, k, depth + 1, walk)?;
             if !appears {
                 self.learn(r, Facts::exact(k), walk);
                 return Some(k);
             }
-            k += 1;
         }
+        // Every value up to the bound appears: the facts contradict each other.
+        walk.conflict(r);
+        None
     }
 }
 
@@ -501,6 +557,19 @@ mod tests {
         assert_eq!(depth_for_units(&board, 10), 1);
         assert_eq!(depth_for_units(&board, 200), 2);
         assert_eq!(depth_for_units(&Board::parse("3x4").unwrap(), 100), 0);
+    }
+
+    #[test]
+    fn contradictory_facts_stop_the_walk_instead_of_counting_past_255() {
+        // 3x6 has nimber 4: its options (regions of 16 cells, solved on the spot) show 0..3.
+        // A false report "g ≤ 1" leaves every value up to the bound appearing among them.
+        let board = Board::parse("3x6").unwrap();
+        let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2);
+        let root = top.regions[0];
+        assert!(top.report(root, Facts { excluded: 0, upper: 1 }));
+        let f = top.frontier();
+        assert_eq!(f.answer, None, "no answer from facts that contradict each other");
+        assert_eq!(f.conflicts, vec![root]);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
+use cram_engine::{Outcome, Solution};
 use std::path::Path;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Status};
@@ -17,7 +18,7 @@ pub mod pb {
 }
 
 /// Bumped on every incompatible change of `cram.proto` or of what a unit means.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The build a worker must match: same package version and engine, so that both sides
 /// agree on canonical forms and on what a search does.
@@ -52,6 +53,22 @@ pub fn facts_to_pb(b: Facts) -> pb::Facts {
 /// Facts from the wire (an upper bound above 255 means none).
 pub fn facts_from_pb(f: Option<&pb::Facts>) -> Facts {
     f.map_or(Facts::UNKNOWN, |f| Facts { excluded: f.excluded, upper: f.upper.min(255) as u8 })
+}
+
+/// The wire form of a job's answer.
+pub fn done_to_pb(a: Solution) -> pb::Done {
+    pb::Done { outcome: a.outcome.to_string(), nimber: a.nimber.map(u32::from) }
+}
+
+/// A job's answer from the wire, checked: a known outcome word, a nimber below 256 that
+/// agrees with it.
+pub fn done_from_pb(d: &pb::Done) -> Result<Solution, Status> {
+    let outcome: Outcome = d.outcome.parse().map_err(|e| Status::invalid_argument(format!("{e}")))?;
+    let nimber = d.nimber.map(u8::try_from).transpose().map_err(|_| Status::invalid_argument("nimber above 255"))?;
+    if nimber.is_some_and(|n| Outcome::of_nimber(n) != outcome) {
+        return Err(Status::invalid_argument("the nimber and the outcome disagree"));
+    }
+    Ok(Solution { outcome, nimber })
 }
 
 /// A work unit's question about its region.
@@ -180,6 +197,16 @@ pub fn unix_secs() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// Renames `path` to `<path>.<why>-<unix time>` (kept for inspection, out of the way) and
+/// returns the new name.
+pub fn move_aside(path: &Path, why: &str) -> Result<std::path::PathBuf, String> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{why}-{}", unix_secs()));
+    let aside = std::path::PathBuf::from(name);
+    std::fs::rename(path, &aside).map_err(|e| format!("cannot move {} aside: {e}", path.display()))?;
+    Ok(aside)
+}
+
 /// Opens a sled database with the given cache size (sled's default is 1 GiB). One held by
 /// another process, or that the system will not let us use (permissions, a full disk, too
 /// many open files), is an error naming that; one that cannot be opened otherwise (damaged by
@@ -208,9 +235,8 @@ pub fn open_sled(path: &Path, cache_bytes: u64) -> Result<sled::Db, String> {
         // Not the files' fault: moving them aside would lose them for nothing.
         Err(sled::Error::Io(e)) if is_environment_error(&e) => Err(format!("{}: {e}", path.display())),
         Err(e) => {
-            let aside = path.with_extension(format!("corrupt-{}", unix_secs()));
-            tracing::warn!(path = %path.display(), moved_to = %aside.display(), error = %e, "sled database cannot be opened; moving it aside and starting afresh");
-            std::fs::rename(path, &aside).map_err(|e| format!("cannot move {} aside: {e}", path.display()))?;
+            let aside = move_aside(path, "corrupt")?;
+            tracing::warn!(path = %path.display(), moved_to = %aside.display(), error = %e, "sled database cannot be opened; moved it aside, starting afresh");
             open().map_err(|e| format!("{}: {e}", path.display()))
         }
     }
@@ -254,6 +280,22 @@ mod tests {
         for bad in ["3x7:1fffff", "3x7:1fffff?", "3x7:1fffff?300", "x?1", "3x7:9=?1"] {
             assert_eq!(parse_unit_id(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn answers_survive_the_wire_and_bad_ones_are_refused() {
+        for a in [
+            Solution { outcome: Outcome::First, nimber: Some(3) },
+            Solution { outcome: Outcome::First, nimber: None },
+            Solution { outcome: Outcome::Second, nimber: Some(0) },
+        ] {
+            assert_eq!(done_from_pb(&done_to_pb(a)).unwrap(), a);
+        }
+        let bad = |outcome: &str, nimber| done_from_pb(&pb::Done { outcome: outcome.into(), nimber }).is_err();
+        assert!(bad("First", None));
+        assert!(bad("first", Some(0)));
+        assert!(bad("second", Some(2)));
+        assert!(bad("first", Some(300)));
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //!
 //! While the coordinator is away the worker retries with capped, randomised backoff and
 //! keeps searching; a coordinator that does not know it (restarted) gets a new
-//! registration. The worker exits when told the job is done, or on shutdown after handing
-//! its units back at once. A refusal (other protocol, build or databases, wrong token) is
-//! final.
+//! registration, under the same id (`name#instance`, the instance drawn at random when the
+//! process starts). The worker exits when told the job is done, or on shutdown after
+//! handing its units back at once. A refusal (other protocol, build or databases, wrong
+//! token) is final; so is a disconnection (the coordinator found its results wrong), after
+//! which the cache is moved aside.
 
 #![warn(missing_docs)]
 
@@ -17,7 +19,7 @@ use crate::cache::Cache;
 use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
 use cram_engine::solver::SharedTables;
-use cram_engine::{Config, DbSet, Interrupted, Solver};
+use cram_engine::{Config, DbSet, Interrupted, Solution, Solver};
 use cram_proto::pb::{self, lease_reply};
 use cram_proto::{facts_to_pb, region_from_pb, region_to_pb, Client, Query};
 use std::collections::HashMap;
@@ -74,13 +76,14 @@ pub struct Summary {
     /// Search nodes.
     pub nodes: u64,
     /// The job's answer, when the coordinator said it is done.
-    pub done: Option<pb::Done>,
+    pub done: Option<Solution>,
 }
 
 /// Why a worker stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    /// The coordinator refused this worker for good (version, build, databases, token).
+    /// The coordinator refused this worker for good (version, build, databases, token), or
+    /// disconnected it (its results were found wrong).
     #[error("the coordinator refused this worker: {0}")]
     Refused(String),
     /// The cache or the settings cannot be used.
@@ -111,7 +114,9 @@ struct Shared {
     active: Mutex<HashMap<String, Active>>,
     /// Raised on shutdown or when the job is done.
     stop: watch::Sender<bool>,
-    done: Mutex<Option<pb::Done>>,
+    done: Mutex<Option<Solution>>,
+    /// This process's part of its worker id.
+    instance: String,
     summary: Mutex<Summary>,
     cache: Option<Cache>,
 }
@@ -154,6 +159,7 @@ impl Shared {
                 db_fingerprint: s.dbs.fingerprint(),
                 name: s.name.clone(),
                 threads: s.threads as u32,
+                instance: self.instance.clone(),
             };
             match self.client.clone().register(req).await {
                 Ok(r) => {
@@ -180,8 +186,16 @@ impl Shared {
             return Err(CallError::Stopped);
         }
         match e.code() {
-            Code::FailedPrecondition | Code::Unauthenticated | Code::PermissionDenied => {
+            // INVALID_ARGUMENT: the coordinator cannot read what this worker sends (a submit
+            // refused for its facts is handled where it is sent).
+            Code::FailedPrecondition | Code::Unauthenticated | Code::PermissionDenied | Code::InvalidArgument => {
                 tracing::error!("the coordinator refused this worker: {}", e.message());
+                if e.code() == Code::PermissionDenied {
+                    // Found wrong: what this worker knows is suspect, its cache first.
+                    if let Some(c) = &self.cache {
+                        c.move_aside("distrusted");
+                    }
+                }
                 Err(CallError::Fatal(WorkerError::Refused(e.message().to_string())))
             }
             Code::NotFound => {
@@ -234,7 +248,7 @@ impl Shared {
                     if let Some(c) = &self.cache {
                         c.forget(region);
                     }
-                    self.release(vec![req.unit_id]).await;
+                    self.release(vec![req.unit_id], false).await;
                     return Ok(());
                 }
                 Err(e) => self.handle(e, &req.worker_id, &mut backoff).await?,
@@ -242,20 +256,20 @@ impl Shared {
         }
     }
 
-    /// Hands back every unit being searched (see [`Shared::release`]).
-    async fn release_all(&self) {
+    /// Hands back every unit being searched and says goodbye (see [`Shared::release`]).
+    async fn leave(&self) {
         let units: Vec<String> = self.active.lock().expect("active lock").keys().cloned().collect();
-        self.release(units).await;
+        self.release(units, true).await;
     }
 
     /// Hands units back (once, without retrying: the coordinator would otherwise reissue
-    /// them only when their leases expire).
-    async fn release(&self, units: Vec<String>) {
+    /// them only when their leases expire); `leaving`: the worker is shutting down.
+    async fn release(&self, units: Vec<String>, leaving: bool) {
         let Some(reg) = self.registration.lock().await.clone() else { return };
-        if units.is_empty() {
+        if units.is_empty() && !leaving {
             return;
         }
-        let req = pb::ReleaseRequest { worker_id: reg.id, unit_ids: units.clone() };
+        let req = pb::ReleaseRequest { worker_id: reg.id, unit_ids: units.clone(), leaving };
         match tokio::time::timeout(Duration::from_secs(3), self.client.clone().release(req)).await {
             Ok(Ok(r)) => {
                 tracing::info!(released = r.into_inner().released, units = ?units, "handed units back to the coordinator")
@@ -267,9 +281,17 @@ impl Shared {
         }
     }
 
-    fn finish(&self, done: pb::Done) {
-        tracing::info!(outcome = %done.outcome, nimber = ?done.nimber, "the coordinator says the job is solved");
-        *self.done.lock().expect("done lock") = Some(done);
+    fn finish(&self, done: &pb::Done) {
+        match cram_proto::done_from_pb(done) {
+            Ok(a) => {
+                tracing::info!(outcome = a.outcome.describe(), nimber = ?a.nimber, "the coordinator says the job is solved");
+                *self.done.lock().expect("done lock") = Some(a);
+            }
+            Err(e) => tracing::error!(
+                "the coordinator says the job is solved, with an answer this worker cannot read: {}",
+                e.message()
+            ),
+        }
         self.stop.send_replace(true);
     }
 }
@@ -315,6 +337,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         done: Mutex::new(None),
         summary: Mutex::new(Summary::default()),
         cache,
+        instance: format!("{:016x}", rand::random::<u64>()),
         settings,
     });
     let mut tasks = tokio::task::JoinSet::new();
@@ -331,7 +354,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
                 tracing::info!("shutdown signal: handing units back and stopping");
                 // Stopping first: no thread leases anything new while the units go back.
                 shared.stop.send_replace(true);
-                shared.release_all().await;
+                shared.leave().await;
                 cancel_all(&shared);
             }
             next = tasks.join_next() => match next {
@@ -358,7 +381,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         return Err(e);
     }
     let mut summary = shared.summary.lock().expect("summary lock").clone();
-    summary.done = shared.done.lock().expect("done lock").clone();
+    summary.done = *shared.done.lock().expect("done lock");
     tracing::info!(
         searched = summary.searched,
         from_cache = summary.from_cache,
@@ -393,7 +416,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
         let unit = match reply {
             // Leased while the worker began to stop: straight back.
             lease_reply::Reply::Unit(u) if shared.stopping() => {
-                shared.release(vec![u.unit_id]).await;
+                shared.release(vec![u.unit_id], false).await;
                 return Ok(());
             }
             lease_reply::Reply::Unit(u) => u,
@@ -402,7 +425,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
                 continue;
             }
             lease_reply::Reply::Done(d) => {
-                shared.finish(d);
+                shared.finish(&d);
                 return Ok(());
             }
         };

@@ -1,0 +1,145 @@
+//! Every RPC message: decoded from any bytes and converted with the checks both sides apply,
+//! then (requests) handed to a real scheduler as the coordinator's task would. Nothing
+//! panics, whatever a client sends and in whatever order.
+//!
+//! Input: records of [kind, length, bytes…].
+#![no_main]
+
+use cram_coordinator::service::{progress_from_pb, registration_from_pb, submission_from_pb, unit_of};
+use cram_coordinator::state::{Caller, Checks, Scheduler, Verdict};
+use cram_coordinator::store::Event;
+use cram_coordinator::top::Top;
+use cram_engine::{Board, DbSet, Mode};
+use cram_proto::pb;
+use cram_proto::{done_from_pb, done_to_pb, facts_from_pb, region_from_pb, region_to_pb, Query};
+use libfuzzer_sys::fuzz_target;
+use prost::Message;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fuzz_target!(|data: &[u8]| {
+    let board = Board::parse("3x7").expect("a board");
+    let top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 1);
+    let mut sched =
+        Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), Checks { trust_after: 1, sample_one_in: 2 });
+    let t0 = Instant::now();
+    let workers = [sched.register("a", "1", 2, t0).expect("new"), sched.register("b", "2", 1, t0).expect("new")];
+    let mut rest = data;
+    let mut step = 0u32;
+    while let [kind, len, tail @ ..] = rest {
+        let n = (*len as usize).min(tail.len());
+        let (bytes, next) = tail.split_at(n);
+        rest = next;
+        step += 1;
+        let now = t0 + Duration::from_millis(u64::from(step) * 700);
+        let worker = &workers[(*kind as usize >> 4) % 2];
+        // As the coordinator's task does: calls of a worker it does not know change nothing.
+        if (1..=4).contains(&(kind % 12)) && sched.caller(worker, now) != Caller::Known {
+            continue;
+        }
+        match kind % 12 {
+            0 => {
+                if let Ok(m) = pb::RegisterRequest::decode(bytes) {
+                    if registration_from_pb(&m).is_ok() {
+                        let _ = sched.register(
+                            if m.name.is_empty() { "worker" } else { &m.name },
+                            &m.instance,
+                            m.threads,
+                            now,
+                        );
+                    }
+                }
+            }
+            1 => {
+                if let Ok(m) = pb::LeaseRequest::decode(bytes) {
+                    let _ = sched.lease(worker, m.slot, now);
+                }
+            }
+            2 => {
+                if let Ok(m) = pb::HeartbeatRequest::decode(bytes) {
+                    if let Ok(units) = progress_from_pb(&m.units) {
+                        for (ask, attempt, nodes) in units {
+                            let _ = sched.heartbeat(worker, ask, attempt, nodes, now);
+                        }
+                    }
+                }
+            }
+            3 => {
+                if let Ok(mut m) = pb::SubmitRequest::decode(bytes) {
+                    m.worker_id = worker.clone();
+                    if let Ok(s) = submission_from_pb(m) {
+                        let events = match sched.judge(&s) {
+                            Verdict::Accept(r) => vec![Event::Result(r)],
+                            Verdict::Refuse { events, .. } => events,
+                            Verdict::Ignore(_) => vec![],
+                        };
+                        for e in &events {
+                            sched.apply(e);
+                        }
+                    }
+                }
+            }
+            4 => {
+                if let Ok(m) = pb::ReleaseRequest::decode(bytes) {
+                    if let Ok(units) = m.unit_ids.iter().map(|id| unit_of(id)).collect::<Result<Vec<_>, _>>() {
+                        sched.release(worker, &units);
+                    }
+                }
+            }
+            5 => {
+                // What a worker reads: a lease reply and its unit.
+                if let Ok(m) = pb::LeaseReply::decode(bytes) {
+                    match m.reply {
+                        Some(pb::lease_reply::Reply::Unit(u)) => {
+                            let _ = (region_from_pb(u.region.as_ref()), Query::from_pb(u.query.as_ref()));
+                        }
+                        Some(pb::lease_reply::Reply::Done(d)) => {
+                            if let Ok(a) = done_from_pb(&d) {
+                                assert_eq!(done_from_pb(&done_to_pb(a)).expect("round trip"), a);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            6 => {
+                if let Ok(m) = pb::Region::decode(bytes) {
+                    if let Ok(r) = region_from_pb(Some(&m)) {
+                        assert_eq!(region_from_pb(Some(&region_to_pb(&r))).expect("round trip"), r);
+                    }
+                }
+            }
+            7 => {
+                if let Ok(m) = pb::Facts::decode(bytes) {
+                    let _ = facts_from_pb(Some(&m));
+                }
+            }
+            8 => {
+                for (unit, worker) in sched.expire(now) {
+                    assert!(!unit.is_empty() && !worker.is_empty());
+                }
+            }
+            9 => {
+                if let Some(region) = sched.next_settlement(now) {
+                    let value = bytes.first().copied().unwrap_or(0) % 8;
+                    for e in sched.settlement(region, value, 1, 1) {
+                        sched.apply(&e);
+                    }
+                }
+            }
+            10 => {
+                let _ = (
+                    pb::HeartbeatReply::decode(bytes),
+                    pb::SubmitReply::decode(bytes),
+                    pb::RegisterReply::decode(bytes),
+                );
+                let _ = (pb::StatusReply::decode(bytes), pb::ReleaseReply::decode(bytes));
+            }
+            _ => {
+                let status = sched.status("3x7", Duration::from_secs(1), 0.0, now);
+                let _ = serde_json::to_string(&status).expect("status serialises");
+            }
+        }
+    }
+    let _ = sched.answer();
+});
