@@ -4,7 +4,8 @@
 use crate::report::thousands;
 use crate::{default_db_dir, Failure};
 use clap::Args;
-use cram_engine::{Board, Config, DbSet, Outcome, Solver};
+use cram_engine::solver::SharedTables;
+use cram_engine::{Board, Config, DbSet, Interrupted, Outcome, ParallelSolver, Solver};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,8 +22,9 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
-    /// The databases to use: none with `--no-db`; every file in the directory otherwise.
-    /// A missing default directory means no databases; a missing explicit one is an error.
+    /// The databases to use: none with `--no-db`; every file in the directory otherwise
+    /// (headers checked; their entries are checked as they are first read). A missing
+    /// default directory means no databases; a missing explicit one is an error.
     pub fn databases(&self) -> Result<Arc<DbSet>, Failure> {
         if self.no_db {
             return Ok(Arc::new(DbSet::default()));
@@ -32,6 +34,14 @@ impl DbArgs {
             return Ok(Arc::new(DbSet::default()));
         }
         DbSet::load_dir(&dir).map(Arc::new).map_err(Failure::database)
+    }
+
+    /// The databases, every entry checked against its checksum now: for the coordinator and
+    /// workers, which run for hours and should refuse damage at start, not midway.
+    pub fn checked_databases(&self) -> Result<Arc<DbSet>, Failure> {
+        let dbs = self.databases()?;
+        dbs.check_all().map_err(Failure::database)?;
+        Ok(dbs)
     }
 }
 
@@ -43,8 +53,10 @@ pub struct EngineArgs {
     /// Do not use the half-turn pairing certificate.
     #[arg(long)]
     pub no_pairing: bool,
-    /// Memory budget of the transposition table, in MiB [default: 2048, a limit the table
-    /// grows to; with --workers N > 1, 512: the fixed size of the table they share].
+    /// Memory budget of the transposition table, in MiB [default: positions of 45 cells
+    /// and more: 3/4 of the memory available, rounded down to a power of two; smaller ones:
+    /// 2048 on one thread (a limit the table grows to), 4 to 512 on several; with
+    /// --workers N > 1, 512: the fixed size of the table they share].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub tt_mb: Option<u64>,
 }
@@ -58,12 +70,81 @@ pub const DEFAULT_TT_MB: u64 = 2048;
 /// Large boards want `--tt-mb` set.
 pub const DEFAULT_SHARED_TT_MB: u64 = 512;
 
+/// Positions of at least this many empty cells are searched on every core by default:
+/// below it a solve takes a few hundredths of a second and threads gain nothing measurable
+/// (docs/performance.md).
+pub const PARALLEL_MIN_CELLS: u32 = 32;
+
+/// Positions of at least this many empty cells get a table of most of the memory
+/// available by default: their solves fill any smaller one (6x7: 170 million nodes with
+/// 12 GiB against 311 million with 2).
+pub const LARGE_CELLS: u32 = 45;
+
 impl EngineArgs {
-    /// A solver configured by these settings.
+    /// A solver configured by these settings, one thread.
     pub fn solver(&self) -> Result<Solver, Failure> {
-        let config =
-            Config { tt_bytes: (self.tt_mb.unwrap_or(DEFAULT_TT_MB) as usize) << 20, pairing: !self.no_pairing };
-        Ok(Solver::new(&config, self.db.databases()?))
+        Ok(Solver::new(&self.config(DEFAULT_TT_MB), self.db.databases()?))
+    }
+
+    fn config(&self, default_mb: u64) -> Config {
+        Config { tt_bytes: (self.tt_mb.unwrap_or(default_mb) as usize) << 20, pairing: !self.no_pairing }
+    }
+
+    /// The search for positions of up to `cells` empty cells on `threads` threads (default:
+    /// every core from [`PARALLEL_MIN_CELLS`] cells), its table as the settings and
+    /// defaults say (its size is reported on stderr when it is a share of the memory
+    /// available).
+    pub fn search(&self, cells: u32, threads: Option<u64>) -> Result<ParallelSolver, Failure> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = match threads {
+            Some(n) => n as usize,
+            None if cells >= PARALLEL_MIN_CELLS => cores,
+            None => 1,
+        };
+        let dbs = self.db.databases()?;
+        if threads == 1 && cells < LARGE_CELLS {
+            return Ok(ParallelSolver::new(1, &self.config(DEFAULT_TT_MB), dbs, None));
+        }
+        let mb = match self.tt_mb {
+            Some(mb) => mb,
+            None if cells >= LARGE_CELLS => {
+                let (mb, available) = large_table_mb();
+                eprintln!(
+                    "cram: transposition table {} MiB (3/4 of the {available} MiB available, a power of two; --tt-mb sets it)",
+                    mb
+                );
+                mb
+            }
+            None => shared_table_mb(cells),
+        };
+        let config = self.config(mb);
+        let tables = SharedTables::new(config.tt_bytes);
+        Ok(ParallelSolver::new(threads, &config, dbs, Some(tables)))
+    }
+}
+
+/// The default size of the table the threads of a solve of `cells` empty cells (below
+/// [`LARGE_CELLS`]) share, in MiB: 2^(cells/2 + 6) bytes, 4 to 512 MiB. A shared table
+/// cannot grow, probes touch all of it, and touching memory costs: a table four times what
+/// the solve fills is enough (5x8 with 512 MiB: 3.1 s, with 64 MiB: 2.4 s on two threads).
+pub fn shared_table_mb(cells: u32) -> u64 {
+    (1u64 << (cells / 2 + 6)).clamp(4 << 20, 512 << 20) >> 20
+}
+
+/// The default table of large positions, in MiB, and the memory available (MiB): the
+/// largest power of two within 3/4 of what the system reports available (at least 1 GiB).
+pub fn large_table_mb() -> (u64, u64) {
+    let available = crate::report::available_mib().unwrap_or(4096);
+    let share = (available * 3 / 4).max(1024);
+    (1 << (63 - share.leading_zeros()), available)
+}
+
+/// The failure a stopped search reports: a damaged database (exit code 3, naming the
+/// file and the bytes), anything else a runtime failure.
+pub fn search_failure(e: Interrupted, dbs: &DbSet) -> Failure {
+    match (e, dbs.damage()) {
+        (Interrupted::Database, Some(damage)) => Failure::database(damage),
+        (e, _) => Failure::runtime(e),
     }
 }
 

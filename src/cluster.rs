@@ -236,6 +236,7 @@ fn worker_failure(e: WorkerError) -> Failure {
     match e {
         WorkerError::Refused(_) => Failure { code: 4, message: e.to_string() },
         WorkerError::Setup(_) => Failure::runtime(e),
+        WorkerError::Database(_) => Failure::database(e),
     }
 }
 
@@ -277,7 +278,7 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
         checks: Checks { trust_after: a.trust_after, sample_one_in: a.check_one_in },
         progress: Duration::from_secs(a.progress_secs),
         token,
-        dbs: a.db.databases()?,
+        dbs: a.db.checked_databases()?,
         linger: Duration::from_secs(a.linger_secs),
         state_dir: a.state.clone(),
         answered: None,
@@ -334,7 +335,7 @@ pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
         name: a.name.clone().unwrap_or_else(host_name),
         threads,
         cache_dir: a.cache.as_ref().map(|p| PathBuf::from(p.to_string_lossy().replace("{host}", &host_name()))),
-        dbs: a.db.databases()?,
+        dbs: a.db.checked_databases()?,
         tt_bytes,
         token: read_token(&a.token_file)?,
         protocol: a.announce_protocol.unwrap_or(cram_proto::PROTOCOL_VERSION),
@@ -480,7 +481,7 @@ pub fn solve_with_workers(
         Some(0) | None => default_threads(),
         Some(n) => n,
     };
-    let dbs = db.databases()?;
+    let dbs = db.checked_databases()?;
     let temp = local
         .state
         .is_none()

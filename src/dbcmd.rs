@@ -14,7 +14,7 @@ use std::time::Instant;
 pub enum DbCommand {
     /// Compute the database of every subset of an RxC rectangle (at most 32 cells).
     Build(BuildArgs),
-    /// Show a database's header (the file is fully checked first).
+    /// Show a database's header (the whole file is checked first).
     Info {
         /// The database file.
         file: PathBuf,
@@ -53,7 +53,7 @@ pub fn run(cmd: &DbCommand) -> Result<(), Failure> {
     match cmd {
         DbCommand::Build(a) => build(a),
         DbCommand::Info { file } => {
-            let db = Database::load(file).map_err(Failure::database)?;
+            let db = load_checked(file)?;
             println!("{}", file.display());
             print_header(&db);
             Ok(())
@@ -94,8 +94,15 @@ fn build(a: &BuildArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn verify(file: &std::path::Path, samples: u32) -> Result<(), Failure> {
+/// A database file loaded and every entry checked against its checksum.
+fn load_checked(file: &std::path::Path) -> Result<Database, Failure> {
     let db = Database::load(file).map_err(Failure::database)?;
+    db.check_all().map_err(Failure::database)?;
+    Ok(db)
+}
+
+fn verify(file: &std::path::Path, samples: u32) -> Result<(), Failure> {
+    let db = load_checked(file)?;
     println!("{}: header and checksum ok", file.display());
     let (rows, cols) = (db.rows(), db.cols());
     let mut solver = Solver::new(&Config { tt_bytes: 256 << 20, pairing: true }, Arc::new(DbSet::default()));

@@ -94,7 +94,7 @@ fn solve_within(solver: &mut Solver, board: &Board, budget: Duration) -> Result<
     match result {
         Ok(s) => Ok(s.nimber),
         Err(Interrupted::Cancelled) => Ok(None),
-        Err(e) => Err(Failure::runtime(e)),
+        Err(e) => Err(crate::cli::search_failure(e, solver.databases())),
     }
 }
 

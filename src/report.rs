@@ -11,6 +11,14 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Memory the system reports available for new work (Linux `MemAvailable`), in MiB.
+pub fn available_mib() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}
+
 /// Peak resident memory in MiB (0 when unknown).
 pub fn peak_rss_mib() -> u64 {
     peak_rss_bytes().unwrap_or(0) / (1 << 20)

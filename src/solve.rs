@@ -1,12 +1,12 @@
 //! `cram solve` and `cram analyze`: positions in, outcome and nimber out, as text or JSON
 //! lines, one result per position in input order, with shared caches across positions.
 
-use crate::cli::{parse_spec, print_record, EngineArgs, SolveRecord};
+use crate::cli::{parse_spec, print_record, search_failure, EngineArgs, SolveRecord};
 use crate::cluster::{solve_with_workers, LocalClusterArgs};
 use crate::report::{clear_progress, peak_rss_mib, terminal_progress};
 use crate::Failure;
 use clap::Args;
-use cram_engine::{Board, Mode, Solver};
+use cram_engine::{Board, Mode, ParallelSolver, Solver};
 use serde::Serialize;
 use std::io::BufRead;
 use std::time::Instant;
@@ -28,6 +28,10 @@ pub struct SolveArgs {
     /// Decide only who wins; the nimber is printed only when it is 0.
     #[arg(long)]
     pub outcome_only: bool,
+    /// Search threads sharing one table [default: every core for positions of 32 cells
+    /// and more, else 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024), conflicts_with = "workers")]
+    pub threads: Option<u64>,
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
@@ -35,13 +39,13 @@ pub struct SolveArgs {
 }
 
 /// Solves one board with `solver`, showing progress on a terminal.
-pub fn solve_one(solver: &mut Solver, spec: &str, board: &Board, mode: Mode) -> Result<SolveRecord, Failure> {
+pub fn solve_one(solver: &mut ParallelSolver, spec: &str, board: &Board, mode: Mode) -> Result<SolveRecord, Failure> {
     if let Some(p) = terminal_progress(spec.to_string()) {
         solver.set_progress(p);
     }
     let before = solver.nodes();
     let start = Instant::now();
-    let solution = solver.solve(board, mode).map_err(Failure::runtime);
+    let solution = solver.solve(board, mode).map_err(|e| search_failure(e, solver.databases()));
     clear_progress();
     let solution = solution?;
     Ok(SolveRecord {
@@ -90,10 +94,12 @@ pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
     if args.cluster.workers.is_none() && (split.split_depth.is_some() || split.target_units.is_some()) {
         return Err(Failure::input("--split-depth and --target-units split a cluster solve: add --workers"));
     }
-    // The engine path's solver (the cluster path sets up its own).
+    // The engine path's search (the cluster path sets up its own), sized for the largest
+    // position.
+    let largest = specs.iter().filter_map(|s| parse_spec(s).ok()).map(|b| b.empty_count()).max().unwrap_or(0);
     let mut solver = match args.cluster.workers {
         Some(_) => None,
-        None => Some(args.engine.solver()?),
+        None => Some(args.engine.search(largest, args.threads)?),
     };
     let mode = if args.outcome_only { Mode::Outcome } else { Mode::Nimber };
     let mut bad = None;
@@ -157,7 +163,11 @@ pub fn analyze(solver: &mut Solver, board: &Board) -> Result<Vec<MoveRecord>, Fa
         let a = m.trailing_zeros();
         let b = 127 - m.leading_zeros();
         let after = board.with_filled(m);
-        let nimber = solver.solve(&after, Mode::Nimber).map_err(Failure::runtime)?.nimber.expect("nimber mode");
+        let nimber = solver
+            .solve(&after, Mode::Nimber)
+            .map_err(|e| search_failure(e, solver.databases()))?
+            .nimber
+            .expect("nimber mode");
         out.push(MoveRecord {
             cells: [[a / cols + 1, a % cols + 1], [b / cols + 1, b % cols + 1]],
             nimber,

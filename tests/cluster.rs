@@ -541,13 +541,13 @@ async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String,
     };
     let pause = || tokio::time::sleep(Duration::from_millis(100));
     let mut lies = 0u32;
-    // Sorts a failed call: Some(true) disconnected, Some(false) try again (registering
-    // again when the coordinator does not know this client).
+    // Sorts a failed call: true disconnected, false try again (registering again when the
+    // coordinator does not know this client: a restarted coordinator that replayed the
+    // distrust refuses the registration itself).
     let failed = async |client: &mut cram_proto::Client, code: Code| match code {
         Code::PermissionDenied => true,
         Code::NotFound => {
-            let _ = client.register(register.clone()).await;
-            false
+            matches!(client.register(register.clone()).await, Err(e) if e.code() == Code::PermissionDenied)
         }
         _ => {
             pause().await;
@@ -566,7 +566,10 @@ async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String,
         };
         let region = cram_proto::region_from_pb(u.region.as_ref()).unwrap();
         let query = cram_proto::Query::from_pb(u.query.as_ref()).unwrap();
-        let truth = engine.nimber(region).unwrap();
+        // The truth, to lie about it, within a small budget: a liar busy with a long
+        // search would miss its own disconnection (the job can end meanwhile).
+        engine.set_budget(300_000);
+        let Ok(truth) = engine.nimber(region) else { continue };
         let half = (region.cells() / 2) as u8;
         let other = |not: &[u8]| (0..=half).find(|w| !not.contains(w)).unwrap();
         // A value that gives the wrong answer to the question.
@@ -669,7 +672,7 @@ fn chaos_kills_and_a_liar_leave_the_answer_right() {
 }
 
 /// A second coordinator on a state directory in use is refused with exit code 2 and a
-/// message naming the holder, and leaves the log as it was; the first one carries on.
+/// message naming the holder, and cuts nothing from the log; the first one carries on.
 #[test]
 fn a_second_coordinator_on_a_live_state_is_refused() {
     let dir = scratch("second");
@@ -682,7 +685,8 @@ fn a_second_coordinator_on_a_live_state_is_refused() {
     assert_eq!(second.status.code(), Some(2), "{}", text(&second.stderr));
     let err = text(&second.stderr);
     assert!(err.contains("in use by another coordinator") && err.contains(&c.child.id().to_string()), "{err}");
-    assert_eq!(std::fs::read(state.join("events.jsonl")).unwrap(), log, "the live log was not touched");
+    // The live coordinator may have logged more meanwhile; nothing it had logged is cut.
+    assert!(std::fs::read(state.join("events.jsonl")).unwrap().starts_with(&log), "the live log was cut");
     let (mut w, _) = start_worker(&dir, &c.url, &[]);
     assert_eq!(result_of(c, 120), want[job].clone());
     assert!(wait(&mut w, 30, "worker").success());

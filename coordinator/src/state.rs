@@ -1255,10 +1255,13 @@ mod tests {
         let (u, _) = unit(&mut s, &liar, 0, t0);
         let right = truth(u);
         let v = oracle().nimber(u.region).unwrap();
-        // Wrong, but consistent with everything held: accepted, to be checked.
-        let wrong = if right.value().is_some() { Facts { excluded: 1 << v, upper: v } } else { Facts::exact(v + 1) };
-        let wrong =
-            if wrong.is_contradictory() || !u.query.answered_by(wrong) { Facts::exact((v + 1) % 3) } else { wrong };
+        // Wrong (the other answer to the unit's question), but consistent with everything
+        // held: accepted, to be checked.
+        let wrong = match u.query {
+            Query::IsValue(k) if k != v => Facts::exact(k),
+            _ => Facts::exact(if v == 0 { 1 } else { v - 1 }),
+        };
+        assert!(u.query.answered_by(wrong) && !wrong.is_contradictory());
         let mut log = submit(&mut s, sub(&liar, u, 1, wrong, true, 9)).1;
         assert!(matches!(&log[..], [Event::Result(_)]), "{log:?}");
         // The check contradicts it: refused, and the region goes to the coordinator.

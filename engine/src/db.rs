@@ -5,27 +5,34 @@
 //! grouped by their top bits, and groups whose top bits have the same popcount never depend
 //! on each other. Entries are packed 4 bits each when the largest value is below 16, else 8.
 //!
-//! File layout (little-endian): a 64-byte header — magic `CRAMDB\r\n`, format version,
-//! rows, columns, bits per entry, entry count, largest value, an xxh3-64 checksum of the
-//! header (checksum field zeroed) and payload — followed by the packed entries, entry `m`
-//! being the nimber of the cell set `m` (row-major, `cols` cells per row).
+//! File layout (little-endian, format version 2): a 64-byte header — magic `CRAMDB\r\n`,
+//! format version, rows, columns, bits per entry, entry count, largest value, an xxh3-64
+//! checksum of the header (checksum field zeroed) and the chunk table, and the chunk size —
+//! then the chunk table (an xxh3-64 checksum of each 1 MiB of entries), then the packed
+//! entries, entry `m` being the nimber of the cell set `m` (row-major, `cols` cells per
+//! row). Loading checks the header and the chunk table; each chunk of entries is checked
+//! the first time a lookup reads it, so a small solve does not read every database whole.
 
 use crate::bits::Bits;
 use crate::region::{dominoes, restride, transpose, AnyRegion};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use xxhash_rust::xxh3::Xxh3;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"CRAMDB\r\n";
 /// Current file format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// The most cells a database may cover (2^32 entries).
 pub const MAX_DB_CELLS: u32 = 32;
+/// Bytes of entries per checksummed chunk.
+pub const CHUNK_BYTES: usize = 1 << 20;
 const HEADER: usize = 64;
 const CHECKSUM_AT: usize = 40;
+const CHUNK_SIZE_AT: usize = 48;
 
 /// Why a database could not be built, written or used.
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +69,7 @@ pub enum DbError {
 enum Entries {
     /// Built in this process.
     Owned(Vec<u8>),
-    /// A loaded file, mapped read-only; `offset` skips the header.
+    /// A loaded file, mapped read-only; `offset` skips the header and chunk table.
     Mapped { map: memmap2::Mmap, offset: usize },
 }
 
@@ -82,7 +89,14 @@ pub struct Database {
     cols: u32,
     bits_per_entry: u32,
     max_value: u8,
+    /// Checksum of the header and the chunk table (which covers the entries).
     checksum: u64,
+    /// Checksum of each chunk of entries.
+    chunk_sums: Vec<u64>,
+    /// Bit per chunk: checked already.
+    checked: Vec<AtomicU64>,
+    /// The file it was loaded from (for messages), or a name for a built one.
+    path: PathBuf,
     /// Packed entries.
     data: Entries,
 }
@@ -94,37 +108,28 @@ impl Database {
         if rows == 0 || cols == 0 || cells > MAX_DB_CELLS {
             return Err(DbError::Size { rows, cols, reason: format!("it must have 1 to {MAX_DB_CELLS} cells") });
         }
-        let n = 1usize << cells;
-        let values: Vec<AtomicU8> = (0..n).map(|_| AtomicU8::new(0)).collect();
-        // Groups share their top `top` bits; each group is filled in order by one thread.
-        let top = cells.saturating_sub(12).min(8);
-        let low = cells - top;
-        for level in 0..=top {
-            let groups: Vec<u64> = (0..1u64 << top).filter(|g| g.count_ones() == level).collect();
-            let next = AtomicUsize::new(0);
-            std::thread::scope(|s| {
-                for _ in 0..threads.max(1) {
-                    s.spawn(|| loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&g) = groups.get(i) else { break };
-                        fill_group(&values, g << low, 1u64 << low, cols);
-                    });
-                }
-            });
-        }
-        let max_value = values.iter().map(|v| v.load(Ordering::Relaxed)).max().unwrap_or(0);
-        let bits_per_entry = if max_value < 16 { 4 } else { 8 };
-        let data = if bits_per_entry == 4 {
-            let mut d = vec![0u8; n.div_ceil(2)];
-            for (i, v) in values.iter().enumerate() {
-                d[i / 2] |= v.load(Ordering::Relaxed) << (4 * (i % 2));
-            }
-            d
-        } else {
-            values.into_iter().map(AtomicU8::into_inner).collect()
+        // Four bits per entry while every value fits, else again with eight.
+        let (data, bits_per_entry) = match fill(rows, cols, threads, 4) {
+            Some(d) => (d, 4),
+            None => (fill(rows, cols, threads, 8).expect("values fit a byte"), 8),
         };
-        let mut db = Database { rows, cols, bits_per_entry, max_value, checksum: 0, data: Entries::Owned(data) };
-        db.checksum = checksum(&db.header_bytes(0), &db.data);
+        let n = 1u64 << cells;
+        let max_value = (0..n).map(|m| unpack(&data, bits_per_entry, m)).max().unwrap_or(0);
+        let chunk_sums: Vec<u64> = data.chunks(CHUNK_BYTES).map(xxh3_64).collect();
+        let checked = all_checked(chunk_sums.len());
+        let path = PathBuf::from(format!("(built {rows}x{cols})"));
+        let mut db = Database {
+            rows,
+            cols,
+            bits_per_entry,
+            max_value,
+            checksum: 0,
+            chunk_sums,
+            checked,
+            path,
+            data: Entries::Owned(data),
+        };
+        db.checksum = db.header_checksum(&db.header_bytes(0));
         Ok(db)
     }
 
@@ -153,7 +158,7 @@ impl Database {
         self.max_value
     }
 
-    /// The stored checksum.
+    /// The stored checksum (of the header and the chunk table, which covers the entries).
     pub fn checksum(&self) -> u64 {
         self.checksum
     }
@@ -163,14 +168,43 @@ impl Database {
         self.data.len()
     }
 
-    /// The nimber of cell set `mask` (row-major, `cols` cells per row).
+    /// The nimber of cell set `mask` (row-major, `cols` cells per row), not checked against
+    /// its chunk's checksum: for a database built here or checked whole
+    /// ([`Database::check_all`]).
     #[inline]
     pub fn value(&self, mask: u64) -> u8 {
-        if self.bits_per_entry == 4 {
-            (self.data[(mask / 2) as usize] >> (4 * (mask % 2))) & 0xf
-        } else {
-            self.data[mask as usize]
+        unpack(&self.data, self.bits_per_entry, mask)
+    }
+
+    /// The nimber of cell set `mask`, its chunk checked against the checksum the first time
+    /// it is read.
+    #[inline]
+    pub fn checked_value(&self, mask: u64) -> Result<u8, DbError> {
+        let chunk = (mask * self.bits_per_entry as u64 / 8) as usize / CHUNK_BYTES;
+        if self.checked[chunk / 64].load(Ordering::Relaxed) >> (chunk % 64) & 1 == 0 {
+            self.check_chunk(chunk)?;
         }
+        Ok(self.value(mask))
+    }
+
+    fn check_chunk(&self, chunk: usize) -> Result<(), DbError> {
+        let bytes = &self.data[chunk * CHUNK_BYTES..((chunk + 1) * CHUNK_BYTES).min(self.data.len())];
+        if xxh3_64(bytes) != self.chunk_sums[chunk] {
+            let at = HEADER + 8 * self.chunk_sums.len() + chunk * CHUNK_BYTES;
+            return Err(DbError::Invalid {
+                path: self.path.clone(),
+                reason: format!(
+                    "checksum mismatch in the entries at bytes {at}.. (chunk {chunk}): the file is corrupt"
+                ),
+            });
+        }
+        self.checked[chunk / 64].fetch_or(1 << (chunk % 64), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Checks every chunk of entries against its checksum.
+    pub fn check_all(&self) -> Result<(), DbError> {
+        (0..self.chunk_sums.len()).try_for_each(|c| self.check_chunk(c))
     }
 
     fn header_bytes(&self, checksum: u64) -> [u8; HEADER] {
@@ -183,21 +217,36 @@ impl Database {
         h[24..32].copy_from_slice(&self.entries().to_le_bytes());
         h[32..36].copy_from_slice(&(self.max_value as u32).to_le_bytes());
         h[CHECKSUM_AT..CHECKSUM_AT + 8].copy_from_slice(&checksum.to_le_bytes());
+        h[CHUNK_SIZE_AT..CHUNK_SIZE_AT + 8].copy_from_slice(&(CHUNK_BYTES as u64).to_le_bytes());
         h
+    }
+
+    /// The checksum of a header (its checksum field zeroed) and the chunk table.
+    fn header_checksum(&self, header: &[u8; HEADER]) -> u64 {
+        let mut h = Xxh3::new();
+        h.update(header);
+        for s in &self.chunk_sums {
+            h.update(&s.to_le_bytes());
+        }
+        h.digest()
     }
 
     /// Writes the database to `path` (through a temporary file, renamed when complete).
     pub fn save(&self, path: &Path) -> Result<(), DbError> {
         let io = |source| DbError::Io { path: path.to_path_buf(), source };
         let tmp = path.with_extension("partial");
-        let mut f = fs::File::create(&tmp).map_err(io)?;
+        let mut f = std::io::BufWriter::new(fs::File::create(&tmp).map_err(io)?);
         f.write_all(&self.header_bytes(self.checksum)).map_err(io)?;
+        for s in &self.chunk_sums {
+            f.write_all(&s.to_le_bytes()).map_err(io)?;
+        }
         f.write_all(&self.data).map_err(io)?;
-        f.sync_all().map_err(io)?;
+        f.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
         fs::rename(&tmp, path).map_err(io)
     }
 
-    /// Maps and checks a database file: magic, version, sizes and checksum must all hold.
+    /// Maps a database file and checks its header and chunk table: magic, version, sizes and
+    /// checksum must all hold. The entries are checked chunk by chunk as they are first read.
     pub fn load(path: &Path) -> Result<Database, DbError> {
         use std::io::Read;
         let io = |source| DbError::Io { path: path.to_path_buf(), source };
@@ -212,7 +261,9 @@ impl Database {
         let u64_at = |i: usize| u64::from_le_bytes(header[i..i + 8].try_into().expect("8 bytes"));
         let version = u32_at(8);
         if version != VERSION {
-            return Err(bad(format!("format version {version}, this program reads version {VERSION}")));
+            return Err(bad(format!(
+                "format version {version}, this program reads version {VERSION} (rebuild it with cram db build)"
+            )));
         }
         let (rows, cols, bits_per_entry) = (u32_at(12), u32_at(16), u32_at(20));
         let cells = rows.saturating_mul(cols);
@@ -223,55 +274,135 @@ impl Database {
         if u64_at(24) != entries {
             return Err(bad(format!("header claims {} entries, a {rows}x{cols} table has {entries}", u64_at(24))));
         }
-        let payload = (entries * bits_per_entry as u64).div_ceil(8);
-        if len != HEADER as u64 + payload {
+        if u64_at(CHUNK_SIZE_AT) != CHUNK_BYTES as u64 {
             return Err(bad(format!(
-                "{len} bytes long, a {rows}x{cols} database is {} bytes (truncated or extended)",
-                HEADER as u64 + payload
+                "chunks of {} bytes, this program reads chunks of {CHUNK_BYTES}",
+                u64_at(CHUNK_SIZE_AT)
             )));
         }
+        let payload = (entries * bits_per_entry as u64).div_ceil(8);
+        let chunks = payload.div_ceil(CHUNK_BYTES as u64) as usize;
+        let offset = HEADER + 8 * chunks;
+        if len != offset as u64 + payload {
+            return Err(bad(format!(
+                "{len} bytes long, a {rows}x{cols} database is {} bytes (truncated or extended)",
+                offset as u64 + payload
+            )));
+        }
+        let mut table = vec![0u8; 8 * chunks];
+        file.read_exact(&mut table).map_err(io)?;
+        let chunk_sums: Vec<u64> =
+            table.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
         let stored = u64_at(CHECKSUM_AT);
         let max_value = u32_at(32).min(255) as u8;
         header[CHECKSUM_AT..CHECKSUM_AT + 8].fill(0);
         // SAFETY: the map is read-only and private to this process. The file must not be
-        // truncated while the program runs (as for any database file in use); its contents
-        // are checked against the checksum below before any entry is used.
+        // truncated while the program runs (as for any database file in use); each chunk
+        // of entries is checked against its checksum before any entry of it is used.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        if map.len() as u64 != HEADER as u64 + payload {
+        if map.len() != offset + payload as usize {
             return Err(bad("the file changed while it was read".into()));
         }
-        if checksum(&header, &map[HEADER..]) != stored {
-            return Err(bad("checksum mismatch: the file is corrupt".into()));
+        let db = Database {
+            rows,
+            cols,
+            bits_per_entry,
+            max_value,
+            checksum: stored,
+            checked: (0..chunks.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            chunk_sums,
+            path: path.to_path_buf(),
+            data: Entries::Mapped { map, offset },
+        };
+        if db.header_checksum(&header) != stored {
+            return Err(bad("checksum mismatch in the header or chunk table: the file is corrupt".into()));
         }
-        let data = Entries::Mapped { map, offset: HEADER };
-        Ok(Database { rows, cols, bits_per_entry, max_value, checksum: stored, data })
+        Ok(db)
     }
 }
 
-fn checksum(header: &[u8], data: &[u8]) -> u64 {
-    let mut h = Xxh3::new();
-    h.update(header);
-    h.update(data);
-    h.digest()
+/// A checked-chunks bitmap with every one of `chunks` chunks marked.
+fn all_checked(chunks: usize) -> Vec<AtomicU64> {
+    (0..chunks.div_ceil(64))
+        .map(|i| AtomicU64::new(if (i + 1) * 64 <= chunks { u64::MAX } else { (1 << (chunks % 64)) - 1 }))
+        .collect()
+}
+
+/// Entry `m` of entries packed `bits` (4 or 8) each.
+#[inline]
+fn unpack(data: &[u8], bits: u32, m: u64) -> u8 {
+    if bits == 4 {
+        (data[(m / 2) as usize] >> (4 * (m % 2))) & 0xf
+    } else {
+        data[m as usize]
+    }
+}
+
+/// The packed entries of an R×C database, `bits` (4 or 8) per entry; `None` when some
+/// value does not fit 4 bits.
+fn fill(rows: u32, cols: u32, threads: usize, bits: u32) -> Option<Vec<u8>> {
+    let cells = rows * cols;
+    let n = 1u64 << cells;
+    let values: Vec<AtomicU8> = (0..(n * bits as u64).div_ceil(8)).map(|_| AtomicU8::new(0)).collect();
+    let overflow = AtomicBool::new(false);
+    // Groups share their top `top` bits; each group is filled in order by one thread.
+    let top = cells.saturating_sub(12).min(8);
+    let low = cells - top;
+    for level in 0..=top {
+        let groups: Vec<u64> = (0..1u64 << top).filter(|g| g.count_ones() == level).collect();
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads.max(1) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&g) = groups.get(i) else { break };
+                    if !fill_group(&values, bits, g << low, 1u64 << low, cols) {
+                        overflow.store(true, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        if overflow.load(Ordering::Relaxed) {
+            return None;
+        }
+    }
+    Some(values.into_iter().map(AtomicU8::into_inner).collect())
 }
 
 /// Fills entries `start..start+len` in increasing order; every smaller option is ready.
-fn fill_group(values: &[AtomicU8], start: u64, len: u64, cols: u32) {
+/// False when a value does not fit `bits`.
+fn fill_group(values: &[AtomicU8], bits: u32, start: u64, len: u64, cols: u32) -> bool {
+    let get = |m: u64| -> u8 {
+        if bits == 4 {
+            values[(m / 2) as usize].load(Ordering::Relaxed) >> (4 * (m % 2)) & 0xf
+        } else {
+            values[m as usize].load(Ordering::Relaxed)
+        }
+    };
     for m in start..start + len {
         let (mut hor, mut ver) = dominoes::<u64>(m, cols);
         let mut seen = 0u32;
         while hor != 0 {
             let i = hor.trailing_zeros();
             hor &= hor - 1;
-            seen |= 1 << values[(m ^ (3 << i)) as usize].load(Ordering::Relaxed);
+            seen |= 1 << get(m ^ (3 << i));
         }
         while ver != 0 {
             let i = ver.trailing_zeros();
             ver &= ver - 1;
-            seen |= 1 << values[(m ^ (1 << i | 1 << (i + cols))) as usize].load(Ordering::Relaxed);
+            seen |= 1 << get(m ^ (1 << i | 1 << (i + cols)));
         }
-        values[m as usize].store((!seen).trailing_zeros() as u8, Ordering::Relaxed);
+        let v = (!seen).trailing_zeros() as u8;
+        if bits == 4 {
+            if v >= 16 {
+                return false;
+            }
+            values[(m / 2) as usize].fetch_or(v << (4 * (m % 2)), Ordering::Relaxed);
+        } else {
+            values[m as usize].store(v, Ordering::Relaxed);
+        }
     }
+    true
 }
 
 /// The databases a solver consults, with a lookup from a region's box size to the
@@ -279,6 +410,8 @@ fn fill_group(values: &[AtomicU8], start: u64, len: u64, cols: u32) {
 #[derive(Default)]
 pub struct DbSet {
     dbs: Vec<Database>,
+    /// The first damaged chunk a lookup found: the search must stop and say so.
+    damaged: OnceLock<String>,
     /// Per (h, w) with h, w ≤ `FIT_MAX`: database index + 1 (0 = none) and whether the
     /// region must be transposed to fit.
     fit: Vec<(u16, bool)>,
@@ -310,7 +443,7 @@ impl DbSet {
                 }
             }
         }
-        DbSet { dbs, fit }
+        DbSet { dbs, fit, damaged: OnceLock::new() }
     }
 
     /// Loads every `*.cramdb` file in `dir`; any refused file is an error.
@@ -340,6 +473,12 @@ impl DbSet {
         loaded.sort_by_key(|(i, _)| *i);
         let dbs = loaded.into_iter().map(|(_, r)| r).collect::<Result<Vec<_>, _>>()?;
         Ok(DbSet::new(dbs))
+    }
+
+    /// Checks every chunk of every database (what a long-running process does at start,
+    /// rather than find damage in the middle of its work).
+    pub fn check_all(&self) -> Result<(), DbError> {
+        self.dbs.iter().try_for_each(Database::check_all)
     }
 
     /// The databases held.
@@ -384,7 +523,19 @@ impl DbSet {
             AnyRegion::Wide(x) => (x.bits.to_u128(), x.stride as u32),
         };
         let mask = if transposed { transpose(bits, stride, db.cols) } else { restride(bits, stride, h, w, db.cols) };
-        Some(db.value(mask as u64))
+        match db.checked_value(mask as u64) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let _ = self.damaged.set(e.to_string());
+                None
+            }
+        }
+    }
+
+    /// The damage a lookup found, if any (the lookup then answered nothing: searches stay
+    /// exact, but a run must not go on quietly without its databases).
+    pub fn damage(&self) -> Option<&str> {
+        self.damaged.get().map(String::as_str)
     }
 }
 

@@ -67,6 +67,10 @@ pub enum Interrupted {
     /// The node budget ran out.
     #[error("node budget exhausted")]
     Budget,
+    /// A database was found damaged ([`DbSet::damage`] says where); the search would
+    /// still be exact without it, but a run must not go on quietly without its databases.
+    #[error("a database is damaged")]
+    Database,
 }
 
 /// Result alias for searches that may be interrupted.
@@ -299,6 +303,8 @@ pub struct Solver {
     nodes: u64,
     pool: Vec<Frame>,
     cancel: Option<Arc<AtomicBool>>,
+    /// Raised when another thread of a parallel solve has the answer.
+    stop: Option<Arc<AtomicBool>>,
     budget: u64,
     next_check: u64,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
@@ -317,6 +323,7 @@ impl Solver {
             nodes: 0,
             pool: Vec::new(),
             cancel: None,
+            stop: None,
             budget: u64::MAX,
             next_check: CHECK_EVERY,
             progress: None,
@@ -337,9 +344,16 @@ impl Solver {
     }
 
     /// Makes this solver one of the threads of a parallel solve that share `busy` (and a
-    /// table, [`Solver::set_shared`]).
-    pub fn set_busy(&mut self, busy: Arc<Busy>) {
+    /// table, [`Solver::set_shared`]) and stop when `stop` is raised (with
+    /// [`Interrupted::Cancelled`], as for the cancel flag).
+    pub fn join_parallel(&mut self, busy: Arc<Busy>, stop: Arc<AtomicBool>) {
         self.busy = Some(busy);
+        self.stop = Some(stop);
+    }
+
+    /// The databases this solver consults.
+    pub fn databases(&self) -> &DbSet {
+        &self.dbs
     }
 
     /// Search nodes expanded so far.
@@ -375,6 +389,15 @@ impl Solver {
 
     /// Solves a whole board.
     pub fn solve(&mut self, board: &Board, mode: Mode) -> Res<Solution> {
+        let solution = self.solve_board(board, mode)?;
+        // A damaged database found in the last few nodes stops the run all the same.
+        match self.dbs.damage() {
+            Some(_) => Err(Interrupted::Database),
+            None => Ok(solution),
+        }
+    }
+
+    fn solve_board(&mut self, board: &Board, mode: Mode) -> Res<Solution> {
         if self.pairing && half_turn_certificate(board) {
             return Ok(Solution { outcome: Outcome::Second, nimber: Some(0) });
         }
@@ -695,7 +718,11 @@ impl Solver {
             if let Some(p) = self.progress.as_mut() {
                 p(self.nodes);
             }
-            if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            let raised = |f: &Option<Arc<AtomicBool>>| f.as_ref().is_some_and(|c| c.load(Ordering::Relaxed));
+            if self.dbs.damage().is_some() {
+                return Err(Interrupted::Database);
+            }
+            if raised(&self.cancel) || raised(&self.stop) {
                 return Err(Interrupted::Cancelled);
             }
             if self.nodes >= self.budget {

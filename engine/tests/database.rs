@@ -71,8 +71,8 @@ fn damaged_and_foreign_files_are_refused() {
     let good = dir.join("good.cramdb");
     Database::build(3, 5, 1).unwrap().save(&good).unwrap();
     let bytes = std::fs::read(&good).unwrap();
-    // A flipped bit anywhere: header fields or payload.
-    for at in [9, 13, 33, 45, 64, 1000, bytes.len() - 1] {
+    // A flipped bit in the header or the chunk table (bytes 64..72) is refused at once.
+    for at in [9, 13, 33, 45, 50, 64, 71] {
         let mut b = bytes.clone();
         b[at] ^= 0x10;
         let p = dir.join(format!("flip{at}.cramdb"));
@@ -80,6 +80,23 @@ fn damaged_and_foreign_files_are_refused() {
         let msg = refused(&p);
         assert!(msg.contains("refused"), "{msg}");
     }
+    // A flipped bit in the entries: refused as soon as its chunk is read.
+    for at in [72, 1000, bytes.len() - 1] {
+        let mut b = bytes.clone();
+        b[at] ^= 0x10;
+        let p = dir.join(format!("flip{at}.cramdb"));
+        std::fs::write(&p, &b).unwrap();
+        let db = Database::load(&p).unwrap();
+        let msg = db.check_all().unwrap_err().to_string();
+        assert!(msg.contains("refused") && msg.contains("bytes 72.."), "{msg}");
+        assert!(db.checked_value(0).is_err());
+    }
+    // A file of format version 1 (no chunk table) is refused with what to do.
+    let mut v1 = bytes.clone();
+    v1[8] = 1;
+    let p = dir.join("v1.cramdb");
+    std::fs::write(&p, &v1).unwrap();
+    assert!(refused(&p).contains("rebuild"));
     let p = dir.join("short.cramdb");
     std::fs::write(&p, &bytes[..bytes.len() - 100]).unwrap();
     assert!(refused(&p).contains("truncated"));
@@ -97,4 +114,33 @@ fn damaged_and_foreign_files_are_refused() {
     assert!(err.contains("b.cramdb"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&set_dir).unwrap();
+}
+
+#[test]
+fn entries_are_checked_as_they_are_read() {
+    // 5x5: 2^25 entries in 16 chunks of 1 MiB. Damage the last chunk (cell sets with the
+    // bottom-right cells empty).
+    let dir = scratch_dir("lazy");
+    let path = dir.join("cram-5x5.cramdb");
+    Database::build(5, 5, 2).unwrap().save(&path).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let n = bytes.len();
+    bytes[n - 10] ^= 0x44;
+    std::fs::write(&path, &bytes).unwrap();
+    let set = Arc::new(DbSet::load_dir(&dir).unwrap());
+    let mut solver = Solver::new(&Config::default(), set.clone());
+    // A solve that reads only the first chunk never sees the damage: exact, and no error.
+    assert_eq!(solver.solve(&Board::parse("3x4").unwrap(), Mode::Nimber).unwrap().nimber, Some(1));
+    assert!(set.damage().is_none());
+    // One that reads the damaged chunk (the whole 5x5 is its last entry) stops with the
+    // file and the bytes named.
+    let stopped = solver.solve(&Board::parse("5x5").unwrap(), Mode::Nimber).err();
+    assert!(
+        set.damage().is_some_and(|d| d.contains("cram-5x5.cramdb") && d.contains("chunk 15")),
+        "{:?}",
+        set.damage()
+    );
+    assert_eq!(stopped, Some(cram_engine::Interrupted::Database));
+    assert!(set.check_all().is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -89,6 +89,9 @@ pub enum WorkerError {
     /// The cache or the settings cannot be used.
     #[error("{0}")]
     Setup(String),
+    /// A database was found damaged during a search (its unit's result was not sent).
+    #[error("{0}")]
+    Database(String),
 }
 
 /// The registration in force.
@@ -451,6 +454,10 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
         };
         let (solver, outcome) = answer(&shared, solver, &unit, region, query, index).await;
         engine = Some((reg.pairing, solver));
+        if let Some(damage) = shared.settings.dbs.damage() {
+            shared.release(vec![unit.unit_id.clone()], true).await;
+            return Err(WorkerError::Database(damage.to_string()));
+        }
         let Some(req) = outcome else { continue };
         match shared.submit(&region, req).await {
             Ok(()) => {}
@@ -535,7 +542,7 @@ async fn answer(
         match result {
             Ok(_) => summary.searched += 1,
             Err(Interrupted::Budget) => summary.unfinished += 1,
-            Err(Interrupted::Cancelled) => {}
+            Err(Interrupted::Cancelled | Interrupted::Database) => {}
         }
     }
     match result {
@@ -553,6 +560,10 @@ async fn answer(
         }
         Err(Interrupted::Cancelled) => {
             tracing::debug!(unit = %unit.unit_id, nodes = spent, "unit cancelled");
+            (solver, None)
+        }
+        Err(Interrupted::Database) => {
+            tracing::error!(unit = %unit.unit_id, "a database is damaged: {}", shared.settings.dbs.damage().unwrap_or("?"));
             (solver, None)
         }
     }
