@@ -1,8 +1,8 @@
 //! `cram bench`: the performance table. Each board is solved by a fresh `cram solve`
-//! process (so start-up and memory are counted per board), with and without databases,
-//! and the median of the runs is reported. Each run is paired with a run of a baseline board
-//! just before it, and the median ratio of the two times is reported too: on a noisy
-//! machine the ratio moves much less than the seconds.
+//! process, so start-up and memory count per board; the CPU time (user + system) and peak
+//! memory are the child process's own, from `wait4`. With `--peer CMD` another solver's
+//! command runs alternately with cram's, board by board, and the table gives the ratio of
+//! their median CPU times: both measured in the same minutes, which a noisy machine needs.
 
 use crate::report::thousands;
 use crate::Failure;
@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The boards of the default table.
-pub const DEFAULT_BOARDS: &str = "3x11,3x13,3x15,4x9,4x11,5x6,5x7,5x8,6x7,7x7";
+pub const DEFAULT_BOARDS: &str = "3x11,5x6,4x9,3x13,5x7,3x15,5x8,3x14,4x11,3x17,5x9";
 
 /// Arguments of `cram bench`.
 #[derive(Args, Debug)]
@@ -20,44 +20,103 @@ pub struct BenchArgs {
     /// Comma-separated boards.
     #[arg(long, default_value = DEFAULT_BOARDS)]
     pub boards: String,
-    /// Runs per board and setting; the median is reported.
+    /// Runs per board and solver; medians are reported.
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
-    /// Give up on a board after this many seconds (6x7 takes about 15 minutes).
+    /// Give up on a board after this many seconds.
     #[arg(long, default_value_t = 1800)]
     pub timeout_secs: u64,
+    /// Search threads of each solve.
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
     /// Also run with the databases in this directory.
     #[arg(long, value_name = "DIR")]
     pub db_dir: Option<PathBuf>,
     /// Transposition table budget (MiB) passed to each solve [default: each solve's own].
     #[arg(long)]
     pub tt_mb: Option<u64>,
-    /// The board each run is compared with (solved without databases).
-    #[arg(long, default_value = "4x7")]
-    pub baseline: String,
+    /// Another solver to compare with: a command line where `{rows}` and `{cols}` stand
+    /// for the board's size, e.g. 'igsolve cram {rows} {cols}'; run alternately with cram.
+    #[arg(long, value_name = "CMD")]
+    pub peer: Option<String>,
     /// Compare the cluster path instead: the engine, one in-process worker and two, per
     /// board (each run a fresh process, the three interleaved), and the cost of one unit.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "peer")]
     pub cluster: bool,
 }
 
+/// What one child process used.
+struct Measured {
+    /// User plus system CPU seconds.
+    cpu: f64,
+    /// Wall-clock seconds.
+    wall: f64,
+    /// Peak resident memory, MiB.
+    peak_mib: u64,
+    stdout: String,
+}
+
+/// Runs `cmd` to its end (or kills it after `timeout`: `None`), measuring its CPU time and
+/// peak memory as the kernel accounts them for that child.
+fn measure(mut cmd: Command, timeout: Duration) -> Result<Option<Measured>, Failure> {
+    let start = Instant::now();
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(Failure::runtime)?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waits for our own child, with valid pointers to locals.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break;
+        }
+        if r < 0 {
+            return Err(Failure::runtime(format!("bench: wait4: {}", std::io::Error::last_os_error())));
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let stdout = reader.join().unwrap_or_default();
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        return Err(Failure::runtime(format!("bench: {cmd:?} failed ({status:#x}): {stdout}")));
+    }
+    Ok(Some(Measured {
+        cpu: secs(usage.ru_utime) + secs(usage.ru_stime),
+        wall,
+        peak_mib: usage.ru_maxrss as u64 / 1024,
+        stdout,
+    }))
+}
+
+/// One cram solve as the table reports it.
 struct Run {
     nimber: String,
     nodes: u64,
-    secs: f64,
-    peak_mib: u64,
     units: u64,
-}
-
-fn run_once(board: &str, db: Option<&PathBuf>, a: &BenchArgs) -> Result<Option<Run>, Failure> {
-    run_with(board, db, a, &[])
+    used: Measured,
 }
 
 /// One fresh `cram solve` of `board` with `extra` arguments.
-fn run_with(board: &str, db: Option<&PathBuf>, a: &BenchArgs, extra: &[&str]) -> Result<Option<Run>, Failure> {
+fn run_cram(board: &str, db: Option<&PathBuf>, a: &BenchArgs, extra: &[&str]) -> Result<Option<Run>, Failure> {
     let exe = std::env::current_exe().map_err(Failure::runtime)?;
     let mut cmd = Command::new(exe);
     cmd.args(["solve", board, "--json"]).args(extra);
+    if !extra.contains(&"--workers") {
+        cmd.args(["--threads", &a.threads.to_string()]);
+    }
     if let Some(mb) = a.tt_mb {
         cmd.args(["--tt-mb", &mb.to_string()]);
     }
@@ -65,67 +124,113 @@ fn run_with(board: &str, db: Option<&PathBuf>, a: &BenchArgs, extra: &[&str]) ->
         Some(d) => cmd.arg("--db-dir").arg(d),
         None => cmd.arg("--no-db"),
     };
-    let start = Instant::now();
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(Failure::runtime)?;
-    loop {
-        if child.try_wait().map_err(Failure::runtime)?.is_some() {
-            break;
-        }
-        if start.elapsed() > Duration::from_secs(a.timeout_secs) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let out = child.wait_with_output().map_err(Failure::runtime)?;
-    let line = String::from_utf8_lossy(&out.stdout);
-    let v: serde_json::Value = serde_json::from_str(line.trim())
-        .map_err(|e| Failure::runtime(format!("bench: {board}: unreadable solver output ({e}): {line}")))?;
+    let Some(used) = measure(cmd, Duration::from_secs(a.timeout_secs))? else { return Ok(None) };
+    let v: serde_json::Value = serde_json::from_str(used.stdout.trim())
+        .map_err(|e| Failure::runtime(format!("bench: {board}: unreadable solver output ({e}): {}", used.stdout)))?;
     Ok(Some(Run {
         nimber: v["nimber"].as_u64().map_or("?".into(), |n| format!("*{n}")),
         nodes: v["nodes"].as_u64().unwrap_or(0),
-        secs,
-        peak_mib: v["peak_mib"].as_u64().unwrap_or(0),
         units: v["units"].as_u64().unwrap_or(0),
+        used,
     }))
 }
 
-/// The median run of a board and the median ratio of its time to the baseline's, each
-/// run paired with a baseline run just before it; `None` when a run timed out.
-fn median_run(board: &str, db: Option<&PathBuf>, a: &BenchArgs) -> Result<Option<(Run, f64)>, Failure> {
-    let mut runs = Vec::new();
-    let mut ratios = Vec::new();
-    for _ in 0..a.runs.max(1) {
-        let base = run_once(&a.baseline, None, a)?
-            .ok_or_else(|| Failure::runtime(format!("bench: the baseline {} timed out", a.baseline)))?;
-        match run_once(board, db, a)? {
-            Some(r) => {
-                ratios.push(r.secs / base.secs.max(1e-9));
-                runs.push(r);
-            }
-            None => return Ok(None),
-        }
-    }
-    runs.sort_by(|x, y| x.secs.total_cmp(&y.secs));
-    ratios.sort_by(f64::total_cmp);
-    let ratio = ratios[ratios.len() / 2];
-    Ok(Some((runs.swap_remove(runs.len() / 2), ratio)))
-}
-
-fn cell(r: &Option<(Run, f64)>, timeout: u64) -> String {
-    match r {
-        Some((r, ratio)) => {
-            format!("{} | {} | {:.3} | {:.2} | {}", r.nimber, thousands(r.nodes), r.secs, ratio, r.peak_mib)
-        }
-        None => format!("– | – | > {timeout} | – | –"),
-    }
+/// One run of the peer's command for an R×C board, and the nimber it printed (the last
+/// number after the word "nimber" in its output), if any.
+fn run_peer(template: &str, rows: u32, cols: u32, a: &BenchArgs) -> Result<Option<(Measured, String)>, Failure> {
+    let line = template.replace("{rows}", &rows.to_string()).replace("{cols}", &cols.to_string());
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &line]);
+    let Some(used) = measure(cmd, Duration::from_secs(a.timeout_secs))? else { return Ok(None) };
+    let lower = used.stdout.to_lowercase();
+    let nimber = lower
+        .rfind("nimber")
+        .and_then(|i| lower[i..].split(|c: char| !c.is_ascii_digit()).find(|s| !s.is_empty()))
+        .map_or("?".to_string(), |n| format!("*{n}"));
+    Ok(Some((used, nimber)))
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
+}
+
+/// The engine table, optionally against a peer and with databases.
+fn run_engine(boards: &[&str], a: &BenchArgs) -> Result<(), Failure> {
+    let mut header = "| board | nimber | nodes | CPU s | wall s | peak MiB | threads |".to_string();
+    let mut rule = "|---|---|---:|---:|---:|---:|---:|".to_string();
+    if a.db_dir.is_some() {
+        header += " nodes (db) | CPU s (db) | peak MiB (db) |";
+        rule += "---:|---:|---:|";
+    }
+    if a.peer.is_some() {
+        header += " peer nimber | peer CPU s | peer peak MiB | cram / peer |";
+        rule += "---|---:|---:|---:|";
+    }
+    println!("{header}\n{rule}");
+    for b in boards {
+        let board = crate::cli::parse_spec(b)?;
+        let (mut plain, mut with_db, mut peer) = (Vec::new(), Vec::new(), Vec::new());
+        let mut peer_nimber = String::new();
+        let mut timed_out = false;
+        for _ in 0..a.runs.max(1) {
+            // Alternate: cram, cram with databases, the peer; then again.
+            match run_cram(b, None, a, &[])? {
+                Some(r) => plain.push(r),
+                None => timed_out = true,
+            }
+            if let Some(d) = &a.db_dir {
+                match run_cram(b, Some(d), a, &[])? {
+                    Some(r) => with_db.push(r),
+                    None => timed_out = true,
+                }
+            }
+            if let Some(p) = &a.peer {
+                match run_peer(p, board.rows(), board.cols(), a)? {
+                    Some((m, n)) => {
+                        peer_nimber = n;
+                        peer.push(m);
+                    }
+                    None => timed_out = true,
+                }
+            }
+            if timed_out {
+                break;
+            }
+        }
+        if timed_out {
+            println!("| {b} | – | – | > {} | – | – | {} |", a.timeout_secs, a.threads);
+            continue;
+        }
+        let cpu = |rs: &[Run]| median(rs.iter().map(|r| r.used.cpu).collect());
+        fn mid(rs: &[Run]) -> &Run {
+            let m = median(rs.iter().map(|r| r.used.cpu).collect());
+            rs.iter().find(|r| r.used.cpu == m).expect("the median is a run")
+        }
+        let p = mid(&plain);
+        let mut line = format!(
+            "| {b} | {} | {} | {:.3} | {:.3} | {} | {} |",
+            p.nimber,
+            thousands(p.nodes),
+            p.used.cpu,
+            median(plain.iter().map(|r| r.used.wall).collect()),
+            p.used.peak_mib,
+            a.threads
+        );
+        if a.db_dir.is_some() {
+            let d = mid(&with_db);
+            line += &format!(" {} | {:.3} | {} |", thousands(d.nodes), d.used.cpu, d.used.peak_mib);
+        }
+        if a.peer.is_some() {
+            let peer_cpu = median(peer.iter().map(|m| m.cpu).collect());
+            let peak = peer.iter().map(|m| m.peak_mib).max().unwrap_or(0);
+            let flag = if peer_nimber != p.nimber { " (differs)" } else { "" };
+            line +=
+                &format!(" {peer_nimber}{flag} | {peer_cpu:.3} | {peak} | {:.2} |", cpu(&plain) / peer_cpu.max(1e-9));
+        }
+        println!("{line}");
+    }
+    Ok(())
 }
 
 /// The cluster table: per board, medians of the engine, one worker and two workers, and
@@ -139,14 +244,14 @@ fn run_cluster(boards: &[&str], a: &BenchArgs) -> Result<(), Failure> {
         let (mut e, mut w1, mut w2, mut over, mut up) = (vec![], vec![], vec![], vec![], vec![]);
         let mut last = None;
         for _ in 0..a.runs.max(1) {
-            let re = run_with(b, a.db_dir.as_ref(), a, &[])?.ok_or_else(timeout)?;
-            let r1 = run_with(b, a.db_dir.as_ref(), a, &["--workers", "1"])?.ok_or_else(timeout)?;
-            let r2 = run_with(b, a.db_dir.as_ref(), a, &["--workers", "2"])?.ok_or_else(timeout)?;
-            over.push(r1.secs / re.secs - 1.0);
-            up.push(r1.secs / r2.secs);
-            e.push(re.secs);
-            w1.push(r1.secs);
-            w2.push(r2.secs);
+            let re = run_cram(b, a.db_dir.as_ref(), a, &[])?.ok_or_else(timeout)?;
+            let r1 = run_cram(b, a.db_dir.as_ref(), a, &["--workers", "1"])?.ok_or_else(timeout)?;
+            let r2 = run_cram(b, a.db_dir.as_ref(), a, &["--workers", "2"])?.ok_or_else(timeout)?;
+            over.push(r1.used.wall / re.used.wall - 1.0);
+            up.push(r1.used.wall / r2.used.wall);
+            e.push(re.used.wall);
+            w1.push(r1.used.wall);
+            w2.push(r2.used.wall);
             last = Some((re, r1, r2));
         }
         let (re, r1, r2) = last.expect("at least one run");
@@ -168,9 +273,9 @@ fn run_cluster(boards: &[&str], a: &BenchArgs) -> Result<(), Failure> {
     let mut per_unit = Vec::new();
     let mut units = 0;
     for _ in 0..a.runs.max(1) {
-        let r = run_with("4x7", None, a, &["--workers", "1", "--split-depth", "3"])?.ok_or_else(timeout)?;
+        let r = run_cram("4x7", None, a, &["--workers", "1", "--split-depth", "3"])?.ok_or_else(timeout)?;
         units = r.units;
-        per_unit.push(r.secs * 1000.0 / r.units.max(1) as f64);
+        per_unit.push(r.used.wall * 1000.0 / r.units.max(1) as f64);
     }
     println!(
         "\nper unit (4x7, split depth 3, {units} units of a few nodes each, one worker): {:.2} ms",
@@ -182,27 +287,11 @@ fn run_cluster(boards: &[&str], a: &BenchArgs) -> Result<(), Failure> {
 /// Runs the benchmark and prints a Markdown table.
 pub fn run(a: &BenchArgs) -> Result<(), Failure> {
     let boards: Vec<&str> = a.boards.split(',').map(str::trim).filter(|b| !b.is_empty()).collect();
+    for b in &boards {
+        crate::cli::parse_spec(b)?;
+    }
     if a.cluster {
         return run_cluster(&boards, a);
     }
-    crate::cli::parse_spec(&a.baseline)?;
-    let base = format!("× {}", a.baseline);
-    let mut header = format!("| board | nimber | nodes | seconds | {base} | peak MiB |");
-    let mut rule = "|---|---|---:|---:|---:|---:|".to_string();
-    if a.db_dir.is_some() {
-        header += &format!(" nimber (db) | nodes (db) | seconds (db) | {base} (db) | peak MiB (db) |");
-        rule += "---|---:|---:|---:|---:|";
-    }
-    println!("{header}\n{rule}");
-    for b in boards {
-        crate::cli::parse_spec(b)?;
-        let plain = median_run(b, None, a)?;
-        let mut line = format!("| {b} | {} |", cell(&plain, a.timeout_secs));
-        if let Some(d) = &a.db_dir {
-            let with = median_run(b, Some(d), a)?;
-            line += &format!(" {} |", cell(&with, a.timeout_secs));
-        }
-        println!("{line}");
-    }
-    Ok(())
+    run_engine(&boards, a)
 }

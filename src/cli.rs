@@ -53,31 +53,25 @@ pub struct EngineArgs {
     /// Do not use the half-turn pairing certificate.
     #[arg(long)]
     pub no_pairing: bool,
-    /// Memory budget of the transposition table, in MiB [default: positions of 45 cells
-    /// and more: 3/4 of the memory available, rounded down to a power of two; smaller ones:
-    /// 2048 on one thread (a limit the table grows to), 4 to 512 on several; with
-    /// --workers N > 1, 512: the fixed size of the table they share].
+    /// Memory budget of the transposition table, in MiB: it starts at 16 MiB and doubles
+    /// while it is half full, up to this [default for `solve`: 3/4 of the memory available,
+    /// rounded down to a power of two, printed for positions of 45 cells and more; for
+    /// workers and `analyze`: 2048].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub tt_mb: Option<u64>,
 }
 
-/// The default transposition table budget of one search thread: a limit its table grows to.
+/// The default transposition table budget of a worker's or `analyze`'s search: a limit the
+/// table grows to.
 pub const DEFAULT_TT_MB: u64 = 2048;
-
-/// The default size of the table the search threads of one process share. A shared table
-/// cannot grow, so its probes spread over all of it, and memory first touched is costly
-/// here: 4x11 with two workers takes 8.4–10.1 s with 512 MiB, 12.3–13.1 s with 2048.
-/// Large boards want `--tt-mb` set.
-pub const DEFAULT_SHARED_TT_MB: u64 = 512;
 
 /// Positions of at least this many empty cells are searched on every core by default:
 /// below it a solve takes a few hundredths of a second and threads gain nothing measurable
 /// (docs/performance.md).
 pub const PARALLEL_MIN_CELLS: u32 = 32;
 
-/// Positions of at least this many empty cells get a table of most of the memory
-/// available by default: their solves fill any smaller one (6x7: 170 million nodes with
-/// 12 GiB against 311 million with 2).
+/// Positions of at least this many empty cells have the table's budget (a share of the
+/// memory available) printed at start: their solves may grow the table to gigabytes.
 pub const LARGE_CELLS: u32 = 45;
 
 impl EngineArgs {
@@ -102,20 +96,17 @@ impl EngineArgs {
             None => 1,
         };
         let dbs = self.db.databases()?;
-        if threads == 1 && cells < LARGE_CELLS {
-            return Ok(ParallelSolver::new(1, &self.config(DEFAULT_TT_MB), dbs, None));
-        }
         let mb = match self.tt_mb {
             Some(mb) => mb,
-            None if cells >= LARGE_CELLS => {
+            None => {
                 let (mb, available) = large_table_mb();
-                eprintln!(
-                    "cram: transposition table {} MiB (3/4 of the {available} MiB available, a power of two; --tt-mb sets it)",
-                    mb
-                );
+                if cells >= LARGE_CELLS {
+                    eprintln!(
+                        "cram: transposition table of up to {mb} MiB (3/4 of the {available} MiB available, a power of two; --tt-mb sets it)"
+                    );
+                }
                 mb
             }
-            None => shared_table_mb(cells),
         };
         let config = self.config(mb);
         let tables = SharedTables::new(config.tt_bytes);
@@ -123,16 +114,9 @@ impl EngineArgs {
     }
 }
 
-/// The default size of the table the threads of a solve of `cells` empty cells (below
-/// [`LARGE_CELLS`]) share, in MiB: 2^(cells/2 + 6) bytes, 4 to 512 MiB. A shared table
-/// cannot grow, probes touch all of it, and touching memory costs: a table four times what
-/// the solve fills is enough (5x8 with 512 MiB: 3.1 s, with 64 MiB: 2.4 s on two threads).
-pub fn shared_table_mb(cells: u32) -> u64 {
-    (1u64 << (cells / 2 + 6)).clamp(4 << 20, 512 << 20) >> 20
-}
-
-/// The default table of large positions, in MiB, and the memory available (MiB): the
+/// The default table budget of `cram solve`, in MiB, and the memory available (MiB): the
 /// largest power of two within 3/4 of what the system reports available (at least 1 GiB).
+/// The table grows to it only if the solve needs it.
 pub fn large_table_mb() -> (u64, u64) {
     let available = crate::report::available_mib().unwrap_or(4096);
     let share = (available * 3 / 4).max(1024);

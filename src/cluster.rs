@@ -2,7 +2,7 @@
 //! and `cram solve --workers N`, which runs the same coordinator and N workers in this
 //! process over loopback gRPC, so the local and the cluster path are one code path.
 
-use crate::cli::{parse_spec, print_record, DbArgs, SolveRecord, DEFAULT_SHARED_TT_MB, DEFAULT_TT_MB};
+use crate::cli::{parse_spec, print_record, DbArgs, SolveRecord, DEFAULT_TT_MB};
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use cram_coordinator::state::Checks;
@@ -87,8 +87,9 @@ pub struct CoordinatorArgs {
     /// Seconds between progress lines in the log.
     #[arg(long, value_name = "S", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     pub progress_secs: u64,
-    /// After the answer, keep telling polling workers "done" for this many seconds.
-    #[arg(long, value_name = "S", default_value_t = 5)]
+    /// After the answer, keep telling polling workers "done" for this many seconds (more
+    /// than a worker's longest retry backoff, 5 s, so that every live worker hears it).
+    #[arg(long, value_name = "S", default_value_t = 10)]
     pub linger_secs: u64,
     /// Write the address actually bound to FILE once serving.
     #[arg(long, value_name = "FILE")]
@@ -306,11 +307,10 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(format!("{}: {e}", path.display())))
 }
 
-/// Transposition table bytes for `threads` search threads: `tt_mb` if given, else the
-/// default for one thread's own table or for a table threads share.
-fn tt_budget(tt_mb: Option<u64>, threads: usize) -> usize {
-    let default = if threads > 1 { DEFAULT_SHARED_TT_MB } else { DEFAULT_TT_MB };
-    (tt_mb.unwrap_or(default) as usize) << 20
+/// Transposition table bytes of a worker: `tt_mb` if given, else the default (a limit its
+/// table grows to, shared by its threads).
+fn tt_budget(tt_mb: Option<u64>) -> usize {
+    (tt_mb.unwrap_or(DEFAULT_TT_MB) as usize) << 20
 }
 
 fn default_threads() -> u32 {
@@ -329,7 +329,7 @@ fn host_name() -> String {
 pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
     init_logging(a.log.log_format, "info");
     let threads = a.threads.unwrap_or_else(default_threads) as usize;
-    let tt_bytes = tt_budget(a.tt_mb, threads);
+    let tt_bytes = tt_budget(a.tt_mb);
     let settings = WorkerSettings {
         url: a.coordinator.clone(),
         name: a.name.clone().unwrap_or_else(host_name),
@@ -511,7 +511,7 @@ pub fn solve_with_workers(
     let result = runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;
         let url = format!("http://{}", listener.local_addr().map_err(Failure::runtime)?);
-        let tt_bytes = tt_budget(tt_mb, n as usize);
+        let tt_bytes = tt_budget(tt_mb);
         let shared = cram_worker::shared_tables(n as usize, tt_bytes);
         let mut workers = Vec::new();
         for i in 0..n {

@@ -61,7 +61,7 @@ fn start_coordinator(dir: &Path, state: &Path, job: &str, extra: &[&str]) -> Coo
     let n = std::fs::read_dir(dir).unwrap().count();
     let log = dir.join(format!("coordinator-{n}.log"));
     let mut args: Vec<String> =
-        ["coordinator", "--listen", "127.0.0.1:0", "--job", job, "--json", "--no-db", "--linger-secs", "3"]
+        ["coordinator", "--listen", "127.0.0.1:0", "--job", job, "--json", "--no-db", "--linger-secs", "6"]
             .iter()
             .map(|s| s.to_string())
             .collect();
@@ -307,7 +307,7 @@ fn restart_coordinator_on(dir: &Path, state: &Path, job: &str, addr: &str, extra
     let log = dir.join(format!("coordinator-{n}.log"));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let mut args = vec!["coordinator", "--listen", addr, "--job", job, "--json", "--no-db", "--linger-secs", "3"];
+        let mut args = vec!["coordinator", "--listen", addr, "--job", job, "--json", "--no-db", "--linger-secs", "6"];
         let s = state.display().to_string();
         args.extend(["--state", &s]);
         args.extend_from_slice(extra);

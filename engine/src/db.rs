@@ -8,7 +8,7 @@
 //! File layout (little-endian, format version 2): a 64-byte header — magic `CRAMDB\r\n`,
 //! format version, rows, columns, bits per entry, entry count, largest value, an xxh3-64
 //! checksum of the header (checksum field zeroed) and the chunk table, and the chunk size —
-//! then the chunk table (an xxh3-64 checksum of each 1 MiB of entries), then the packed
+//! then the chunk table (an xxh3-64 checksum of each 64 KiB of entries), then the packed
 //! entries, entry `m` being the nimber of the cell set `m` (row-major, `cols` cells per
 //! row). Loading checks the header and the chunk table; each chunk of entries is checked
 //! the first time a lookup reads it, so a small solve does not read every database whole.
@@ -28,8 +28,8 @@ pub const MAGIC: [u8; 8] = *b"CRAMDB\r\n";
 pub const VERSION: u32 = 2;
 /// The most cells a database may cover (2^32 entries).
 pub const MAX_DB_CELLS: u32 = 32;
-/// Bytes of entries per checksummed chunk.
-pub const CHUNK_BYTES: usize = 1 << 20;
+/// Bytes of entries per checksummed chunk (64 KiB: a small solve reads few of them).
+pub const CHUNK_BYTES: usize = 1 << 16;
 const HEADER: usize = 64;
 const CHECKSUM_AT: usize = 40;
 const CHUNK_SIZE_AT: usize = 48;

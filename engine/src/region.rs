@@ -340,39 +340,62 @@ pub fn walled_cuts<B: Bits>(e: B, s: u32) -> B {
 /// Calls `f` with each part of the cells `e` (row stride `s`) that is played on its own:
 /// the 4-connected components once redundant tufts and bridges are removed
 /// ([`simplify`]) and walled 2×2 blocks cut ([`walled_cuts`]); parts that a cut separated
-/// are simplified again. `connected` says that `e` is known to be connected (then, unless
-/// a bridge or a cut separates it, it is one part without a flood fill).
+/// are simplified again. Parts are never empty.
+///
+/// `parent`, when known, is a connected set of cells holding `e` (the region a move was
+/// played in) and whether a local test showed `e` connected. Then every part holds a cell
+/// next to a cell of the parent that is not in the simplified `e`, or an end of a cut
+/// pair; so a flood fill stops as soon as it has reached all such cells, and a connected
+/// set with nothing removed or cut needs no fill at all.
 #[inline]
-pub fn for_each_part<B: Bits>(e: B, s: u32, connected: bool, f: &mut impl FnMut(B)) {
+pub fn for_each_part<B: Bits>(e: B, s: u32, parent: Option<(B, bool)>, f: &mut impl FnMut(B)) {
     let (pruned, bridges) = tufts_and_bridges(e, s);
-    let e = pruned & !bridges;
-    let cuts = walled_cuts(e, s);
-    if cuts.is_empty() {
-        if connected && bridges.is_empty() {
-            return f(e);
-        }
-        return for_each_component(e, s, f);
+    let c = pruned & !bridges;
+    if c.is_empty() {
+        return;
     }
-    let mut rest = e;
+    let cuts = walled_cuts(c, s);
+    if cuts.is_empty() && bridges.is_empty() && parent.is_some_and(|(_, connected)| connected) {
+        return f(c);
+    }
+    let mut targets = match parent {
+        Some((p, _)) => c & (next_to(p & !c, s) | cuts | cuts << 1),
+        None => c,
+    };
+    let mut rest = c;
     while !rest.is_empty() {
-        let part = component_cut(rest.lowest_bit(), rest, s, cuts);
+        let seed = if targets.is_empty() { rest.lowest_bit() } else { targets.lowest_bit() };
+        let part = fill_to(seed, rest, s, cuts, targets);
         rest ^= part;
-        if part == e {
+        targets &= rest;
+        if cuts.is_empty() || part == c {
             f(part);
         } else {
-            for_each_part(part, s, true, f);
+            for_each_part(part, s, Some((part, true)), f);
         }
     }
 }
 
-/// The component of `within` holding `seed` when the horizontal pairs starting at `cuts`
-/// are not adjacent.
-fn component_cut<B: Bits>(seed: B, within: B, s: u32, cuts: B) -> B {
+/// The cells next to the cells `x` (row stride `s`).
+#[inline]
+fn next_to<B: Bits>(x: B, s: u32) -> B {
     let m = B::masks(s);
+    ((x << 1) & m.not_first) | ((x >> 1) & m.not_last) | x.up(s) | x.down(s)
+}
+
+/// The component of `within` holding `seed` when the horizontal pairs starting at `cuts`
+/// are not adjacent; or all of `within` as soon as the fill holds every cell of `targets`
+/// (every component of `within` holds one of them).
+#[inline]
+fn fill_to<B: Bits>(seed: B, within: B, s: u32, cuts: B, targets: B) -> B {
+    let m = B::masks(s);
+    let (right, left) = (!cuts & m.not_last, !cuts);
     let mut c = seed & within;
     loop {
-        let n =
-            (c | (((c & !cuts) << 1) & m.not_first) | ((c >> 1) & m.not_last & !cuts) | c.up(s) | c.down(s)) & within;
+        if targets & !c == B::ZERO {
+            return within;
+        }
+        let n = (c | ((c & right) << 1) | ((c >> 1) & left & m.not_last) | c.up(s) | c.down(s)) & within;
         if n == c {
             return c;
         }

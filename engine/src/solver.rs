@@ -242,17 +242,18 @@ pub struct SharedTables {
 }
 
 impl SharedTables {
-    /// Tables for a budget of `tt_bytes`: the dense table takes the largest power of two
-    /// of bytes within it (at least 4 MiB), the table of larger regions a sixteenth of that.
-    /// Memory is taken only as it is touched; regions above 64 cells are few (they occur
-    /// only in the first plies of boards above 64 cells), so the second table adds little.
+    /// Tables for a budget of `tt_bytes`: the dense table grows to the largest power of two
+    /// of bytes within it (at least 4 MiB), the table of larger regions is a sixteenth of
+    /// that. Memory is taken only as it is touched; regions above 64 cells are few (they
+    /// occur only in the first plies of boards above 64 cells), so the second table adds
+    /// little.
     pub fn new(tt_bytes: usize) -> SharedTables {
         let narrow = DenseTable::new(tt_bytes);
-        let wide = AtomicTable::new(narrow.bytes() / 16);
+        let wide = AtomicTable::new(narrow.max_bytes() / 16);
         SharedTables { narrow: SharedTable::Dense(Arc::new(narrow)), wide: SharedTable::Locked(Arc::new(wide)) }
     }
 
-    /// Bytes of both tables.
+    /// Bytes of both tables now.
     pub fn bytes(&self) -> usize {
         self.narrow.bytes() + self.wide.bytes()
     }
@@ -781,7 +782,7 @@ impl Solver {
                         f.comps.push(p);
                     }
                 };
-                for_each_part(rest, s, stays_connected(r.bits, i, s, h, w, step == s), &mut add);
+                for_each_part(rest, s, Some((r.bits, stays_connected(r.bits, i, s, h, w, step == s))), &mut add);
                 let len =
                     if f.comps.len() - start > 1 { cancel_pairs(&mut f.comps[start..]) } else { f.comps.len() - start };
                 f.comps.truncate(start + len);
@@ -869,7 +870,7 @@ fn cancel_pairs(parts: &mut [AnyRegion]) -> usize {
 pub fn board_regions(board: &Board) -> (Vec<AnyRegion>, u8) {
     let mut xor = 0;
     let mut out = Vec::new();
-    for_each_part(board.empty(), board.cols(), false, &mut |c: u128| match c.count_ones() {
+    for_each_part(board.empty(), board.cols(), None, &mut |c: u128| match c.count_ones() {
         0 | 1 => {}
         2 | 3 => xor ^= 1,
         _ => out.push(normalize(c, board.cols())),

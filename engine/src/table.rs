@@ -98,6 +98,24 @@ impl<T> ZeroedSlice<T> {
     }
 }
 
+impl<T> ZeroedSlice<T> {
+    /// Gives the memory of the values in `range` back to the system (the whole pages in
+    /// it): they read as zero afterwards, and take memory again only when written.
+    fn release(&self, range: std::ops::Range<usize>) {
+        const PAGE: usize = 4096;
+        let size = std::mem::size_of::<T>();
+        let base = self.ptr.as_ptr() as usize;
+        let from = (base + range.start * size).next_multiple_of(PAGE);
+        let to = (base + range.end.min(self.len) * size) / PAGE * PAGE;
+        if to > from {
+            // SAFETY: whole pages inside the mapping; its values are plain data or atomics
+            // for which all-zero bytes are valid (as `new` requires), so the pages reading
+            // as zero afterwards leaves every value valid.
+            unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_DONTNEED) };
+        }
+    }
+}
+
 impl<T> std::ops::Deref for ZeroedSlice<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
@@ -135,7 +153,7 @@ pub enum SharedTable {
 }
 
 impl SharedTable {
-    /// Bytes of the table (its memory is taken as it is touched).
+    /// Bytes of the table now (its memory is taken as it is touched).
     pub fn bytes(&self) -> usize {
         match self {
             SharedTable::Dense(t) => t.bytes(),
@@ -150,7 +168,13 @@ pub struct Table<B: Bits> {
     buckets: ZeroedSlice<Bucket<B>>,
     max_buckets: usize,
     stats: TableStats,
-    shared: Option<SharedTable>,
+    shared: Option<View>,
+}
+
+/// This thread's access to a shared table.
+enum View {
+    Dense(DenseView),
+    Locked(Arc<AtomicTable>),
 }
 
 impl<B: Bits> Table<B> {
@@ -167,14 +191,19 @@ impl<B: Bits> Table<B> {
     /// 64-bit word.
     pub fn shared(table: SharedTable) -> Table<B> {
         debug_assert!(B::BITS == 64 || matches!(table, SharedTable::Locked(_)));
-        Table { buckets: Bucket::empty(0), max_buckets: 0, stats: TableStats::default(), shared: Some(table) }
+        let view = match table {
+            SharedTable::Dense(t) => View::Dense(t.view()),
+            SharedTable::Locked(t) => View::Locked(t),
+        };
+        Table { buckets: Bucket::empty(0), max_buckets: 0, stats: TableStats::default(), shared: Some(view) }
     }
 
-    /// Bytes allocated now (for a shared table, its whole fixed size, though memory is only
+    /// Bytes allocated now (for a shared table, its whole size now, though memory is only
     /// taken as it is touched).
     pub fn allocated_bytes(&self) -> usize {
         match &self.shared {
-            Some(t) => t.bytes(),
+            Some(View::Dense(v)) => v.table().bytes(),
+            Some(View::Locked(t)) => t.bytes(),
             None => self.buckets.len() * std::mem::size_of::<Bucket<B>>(),
         }
     }
@@ -199,8 +228,8 @@ impl<B: Bits> Table<B> {
     #[inline]
     pub fn prefetch(&self, key: B, stride: u8) {
         let line = match &self.shared {
-            Some(SharedTable::Dense(t)) => t.bucket_ptr(key.to_u128() as u64, stride),
-            Some(SharedTable::Locked(t)) => t.bucket_ptr(Self::hash(key, stride)),
+            Some(View::Dense(v)) => v.bucket_ptr(key.to_u128() as u64, stride),
+            Some(View::Locked(t)) => t.bucket_ptr(Self::hash(key, stride)),
             // SAFETY: `bucket` is an index inside the bucket vector.
             None => unsafe { self.buckets.as_ptr().add(self.bucket(key, stride)) as *const u8 },
         };
@@ -211,8 +240,8 @@ impl<B: Bits> Table<B> {
     #[inline]
     pub fn get(&self, key: B, stride: u8) -> Option<Facts> {
         match &self.shared {
-            Some(SharedTable::Dense(t)) => return t.get(key.to_u128() as u64, stride),
-            Some(SharedTable::Locked(t)) => return t.get(Self::hash(key, stride), key.to_u128(), stride),
+            Some(View::Dense(v)) => return v.get(key.to_u128() as u64, stride),
+            Some(View::Locked(t)) => return t.get(Self::hash(key, stride), key.to_u128(), stride),
             None => {}
         }
         let b = self.bucket(key, stride);
@@ -226,9 +255,9 @@ impl<B: Bits> Table<B> {
     /// Adds facts about region `(key, stride)`, established with about `nodes` search nodes.
     pub fn put(&mut self, key: B, stride: u8, bounds: Facts, nodes: u64) {
         let work = (64 - nodes.leading_zeros()) as u8;
-        match &self.shared {
-            Some(SharedTable::Dense(t)) => return t.put(key.to_u128() as u64, stride, bounds, work),
-            Some(SharedTable::Locked(t)) => {
+        match &mut self.shared {
+            Some(View::Dense(v)) => return v.put(key.to_u128() as u64, stride, bounds, work),
+            Some(View::Locked(t)) => {
                 return t.put(Self::hash(key, stride), key.to_u128(), stride, bounds, work);
             }
             None => {}
@@ -436,7 +465,30 @@ struct DenseBucket([AtomicU64; DENSE_SLOTS]);
 /// excluded values from 0 up. Facts beyond that are dropped (the table stores less, never
 /// something false). Every entry is one atomic word, so a reader never sees half of one;
 /// two writers racing on a slot lose one of their facts at worst.
+///
+/// The table starts small and doubles, up to its budget, whenever half its entries are
+/// taken: memory follows what the solve needs, so a solve of a second touches a few MiB
+/// and not a budget of many GiB (touching memory costs, on some machines a second per
+/// few hundred MiB). A doubling copies every entry into a new array (the bucket index and
+/// the tag give back each key's mix) and frees the old one as it goes; the facts other
+/// threads store in the old array while it is copied may be lost, which is sound: a table
+/// may forget.
 pub struct DenseTable {
+    /// The array in use; readers and writers keep a clone ([`DenseView`]) and look for a
+    /// newer one from time to time.
+    current: std::sync::RwLock<Arc<DenseArray>>,
+    /// Raised by one each time `current` is replaced.
+    generation: AtomicU64,
+    /// Entries written into empty slots of the current array, as reported by the views.
+    filled: AtomicU64,
+    /// log2 of the buckets of the largest array the budget allows.
+    max_bits: u32,
+    /// Held by the thread that is doubling the table.
+    growing: std::sync::Mutex<()>,
+}
+
+/// One fixed-size array of a [`DenseTable`].
+pub struct DenseArray {
     buckets: ZeroedSlice<DenseBucket>,
     /// log2 of the number of buckets.
     bits: u32,
@@ -446,19 +498,144 @@ pub struct DenseTable {
 /// of an entry for the facts.
 const DENSE_MIN_BUCKET_BITS: u32 = 16;
 
+/// The buckets a dense table starts with, as a power of two (16 MiB).
+const DENSE_START_BUCKET_BITS: u32 = 18;
+
+/// A thread's handle on a [`DenseTable`]: the array it probes, and how many entries it
+/// wrote into empty slots since it last reported them.
+pub struct DenseView {
+    table: Arc<DenseTable>,
+    array: Arc<DenseArray>,
+    generation: u64,
+    unreported: u32,
+}
+
+/// New entries a view counts before it reports them (and looks for a newer array).
+const DENSE_REPORT_EVERY: u32 = 256;
+
 impl DenseTable {
-    /// A table of about `budget_bytes` (rounded down to a power of two of 64-byte buckets,
-    /// at least 4 MiB), mapped as it is first touched, in huge pages where the system allows.
+    /// A table that grows to at most about `budget_bytes` (rounded down to a power of two
+    /// of 64-byte buckets, at least 4 MiB); it starts at 16 MiB or the budget if less,
+    /// mapped as it is first touched, in huge pages where the system allows.
     pub fn new(budget_bytes: usize) -> DenseTable {
         let fit = (budget_bytes / std::mem::size_of::<DenseBucket>()).max(1);
-        let n = if fit.is_power_of_two() { fit } else { fit.next_power_of_two() / 2 };
-        let n = n.max(1 << DENSE_MIN_BUCKET_BITS);
-        // SAFETY: all-zero bytes are valid atomics, and a zero entry is empty.
-        DenseTable { buckets: unsafe { ZeroedSlice::new(n) }, bits: n.trailing_zeros() }
+        let max_bits = fit.ilog2().max(DENSE_MIN_BUCKET_BITS);
+        let array = DenseArray::new(max_bits.min(DENSE_START_BUCKET_BITS));
+        DenseTable {
+            current: std::sync::RwLock::new(Arc::new(array)),
+            generation: AtomicU64::new(0),
+            filled: AtomicU64::new(0),
+            max_bits,
+            growing: std::sync::Mutex::new(()),
+        }
     }
 
-    /// Bytes of the table.
+    /// Bytes of the array in use now.
     pub fn bytes(&self) -> usize {
+        self.array().bytes()
+    }
+
+    /// Bytes of the largest array the budget allows.
+    pub fn max_bytes(&self) -> usize {
+        std::mem::size_of::<DenseBucket>() << self.max_bits
+    }
+
+    fn array(&self) -> Arc<DenseArray> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A handle for one thread.
+    pub fn view(self: &Arc<DenseTable>) -> DenseView {
+        let generation = self.generation.load(Ordering::Acquire);
+        DenseView { table: self.clone(), array: self.array(), generation, unreported: 0 }
+    }
+
+    /// What is known about region `(key, stride)` (through the array in use).
+    pub fn get(&self, key: u64, stride: u8) -> Option<Facts> {
+        self.array().get(key, stride)
+    }
+
+    /// Adds facts about region `(key, stride)` (see [`DenseArray::put`]), doubling the
+    /// table when it is half full.
+    pub fn put(&self, key: u64, stride: u8, facts: Facts, work: u8) {
+        let array = self.array();
+        if array.put(key, stride, facts, work) {
+            self.report(1, &array);
+        }
+    }
+
+    /// Counts `n` more entries written into empty slots of `array`, and doubles the table
+    /// when that array is the one in use, half full and below the budget.
+    fn report(&self, n: u64, array: &Arc<DenseArray>) {
+        let filled = self.filled.fetch_add(n, Ordering::Relaxed) + n;
+        if array.bits < self.max_bits && filled * 2 > (DENSE_SLOTS as u64) << array.bits {
+            self.grow(array);
+        }
+    }
+
+    /// Replaces `old` (if it is still the array in use, and no other thread is doing it)
+    /// by an array twice its size holding its entries.
+    fn grow(&self, old: &Arc<DenseArray>) {
+        let Ok(_one_at_a_time) = self.growing.try_lock() else { return };
+        if !Arc::ptr_eq(&self.array(), old) {
+            return;
+        }
+        let bigger = DenseArray::new(old.bits + 1);
+        let copied = old.move_into(&bigger);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(bigger);
+        self.filled.store(copied, Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl DenseView {
+    /// What is known about region `(key, stride)`.
+    #[inline]
+    pub fn get(&self, key: u64, stride: u8) -> Option<Facts> {
+        self.array.get(key, stride)
+    }
+
+    /// Adds facts about region `(key, stride)` (see [`DenseArray::put`]); now and then
+    /// reports new entries to the table (which may double it) and takes up a newer array.
+    #[inline]
+    pub fn put(&mut self, key: u64, stride: u8, facts: Facts, work: u8) {
+        if self.array.put(key, stride, facts, work) {
+            self.unreported += 1;
+            if self.unreported >= DENSE_REPORT_EVERY {
+                self.table.report(self.unreported as u64, &self.array);
+                self.unreported = 0;
+                self.refresh();
+            }
+        }
+    }
+
+    /// Takes up the table's array in use, if it is newer than this view's.
+    fn refresh(&mut self) {
+        let generation = self.table.generation.load(Ordering::Acquire);
+        if generation != self.generation {
+            self.array = self.table.array();
+            self.generation = generation;
+        }
+    }
+
+    fn bucket_ptr(&self, key: u64, stride: u8) -> *const u8 {
+        self.array.bucket_ptr(key, stride)
+    }
+
+    /// The table this view is of.
+    pub fn table(&self) -> &Arc<DenseTable> {
+        &self.table
+    }
+}
+
+impl DenseArray {
+    /// An array of `2^bits` empty buckets, mapped as it is first touched.
+    fn new(bits: u32) -> DenseArray {
+        // SAFETY: all-zero bytes are valid atomics, and a zero entry is empty.
+        DenseArray { buckets: unsafe { ZeroedSlice::new(1 << bits) }, bits }
+    }
+
+    fn bytes(&self) -> usize {
         self.buckets.len() * std::mem::size_of::<DenseBucket>()
     }
 
@@ -467,15 +644,20 @@ impl DenseTable {
         self.bits - 13
     }
 
+    /// The bucket of a key's mix `h` with `stride`.
+    #[inline]
+    fn index(&self, h: u64, stride: u8) -> usize {
+        ((h ^ (stride as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) & ((1 << self.bits) - 1)) as usize
+    }
+
     /// The bucket of a key and the tag its entries carry (the key bits the bucket does not
     /// give: the mix's high bits and the stride), in the entry's top `70 - bits` bits.
     #[inline]
     fn locate(&self, key: u64, stride: u8) -> (usize, u64) {
         let h = mix_bijective(key);
-        let index = (h ^ (stride as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) & ((1 << self.bits) - 1);
         // The tag: h >> bits (64 - bits bits), then the stride (6 bits: strides are < 64).
         let tag = (h >> self.bits) << 6 | (stride as u64 & 63);
-        (index as usize, tag)
+        (self.index(h, stride), tag)
     }
 
     fn bucket_ptr(&self, key: u64, stride: u8) -> *const u8 {
@@ -518,7 +700,7 @@ impl DenseTable {
 
     /// What is known about region `(key, stride)`.
     #[inline]
-    pub fn get(&self, key: u64, stride: u8) -> Option<Facts> {
+    fn get(&self, key: u64, stride: u8) -> Option<Facts> {
         let (i, tag) = self.locate(key, stride);
         self.buckets[i]
             .0
@@ -530,22 +712,27 @@ impl DenseTable {
 
     /// Adds facts about region `(key, stride)`, established with `work` (log2 of the
     /// nodes): merged into its entry, else written to an empty one, else over the entry of
-    /// least work if that is no more than `work`.
-    pub fn put(&self, key: u64, stride: u8, facts: Facts, work: u8) {
+    /// least work if that is no more than `work`. True when an empty slot was taken.
+    #[inline]
+    fn put(&self, key: u64, stride: u8, facts: Facts, work: u8) -> bool {
         let (i, tag) = self.locate(key, stride);
+        self.put_at(i, tag, facts, work)
+    }
+
+    fn put_at(&self, i: usize, tag: u64, facts: Facts, work: u8) -> bool {
         let bucket = &self.buckets[i].0;
         let mut victim: Option<(&AtomicU64, u8)> = None;
         for slot in bucket {
             let e = slot.load(Ordering::Relaxed);
             if self.is_empty_entry(e) {
                 slot.store(self.encode(tag, facts, work), Ordering::Relaxed);
-                return;
+                return true;
             }
             if self.tag_of(e) == tag {
                 let merged = self.decode(e).merge(facts);
                 let work = work.max(self.work_of(e) * 4);
                 slot.store(self.encode(tag, merged, work), Ordering::Relaxed);
-                return;
+                return false;
             }
             let w = self.work_of(e);
             if victim.is_none_or(|(_, v)| w < v) {
@@ -557,6 +744,36 @@ impl DenseTable {
                 slot.store(self.encode(tag, facts, work), Ordering::Relaxed);
             }
         }
+        false
+    }
+
+    /// Writes every entry of this array into `to` (larger), releasing this array's memory
+    /// as it goes (what other threads read of it afterwards is empty: a miss); returns the
+    /// number of entries written into empty slots of `to`.
+    fn move_into(&self, to: &DenseArray) -> u64 {
+        const CHUNK: usize = (2 << 20) / std::mem::size_of::<DenseBucket>();
+        let mut copied = 0;
+        for start in (0..self.buckets.len()).step_by(CHUNK) {
+            let end = (start + CHUNK).min(self.buckets.len());
+            for i in start..end {
+                for slot in &self.buckets[i].0 {
+                    let e = slot.load(Ordering::Relaxed);
+                    if self.is_empty_entry(e) {
+                        continue;
+                    }
+                    // The mix: the tag's high bits above the bucket index's, the index
+                    // undoing the stride's contribution.
+                    let tag = self.tag_of(e);
+                    let stride = (tag & 63) as u8;
+                    let low = (i as u64 ^ (stride as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) & ((1 << self.bits) - 1);
+                    let h = (tag >> 6) << self.bits | low;
+                    let new_tag = (h >> to.bits) << 6 | stride as u64;
+                    copied += to.put_at(to.index(h, stride), new_tag, self.decode(e), self.work_of(e) * 4) as u64;
+                }
+            }
+            self.buckets.release(start..end);
+        }
+        copied
     }
 }
 
@@ -659,7 +876,7 @@ mod tests {
     fn the_dense_table_gives_back_exactly_what_fits() {
         let t = DenseTable::new(4 << 20);
         assert_eq!(t.bytes(), 4 << 20);
-        assert_eq!(t.excluded_bits(), 3);
+        assert_eq!(t.array().excluded_bits(), 3);
         // Keys that share a bucket index or a tag are still told apart.
         for k in 1..20_000u64 {
             t.put(k * 0x1_0001, 8, Facts::exact((k % 3) as u8), 10);
@@ -688,7 +905,7 @@ mod tests {
     fn the_dense_table_keeps_costly_entries() {
         let t = DenseTable::new(4 << 20);
         // One bucket's worth of keys: find keys that land in bucket 0 with stride 8.
-        let keys: Vec<u64> = (1..).filter(|&k| t.locate(k, 8).0 == 0).take(40).collect();
+        let keys: Vec<u64> = (1..).filter(|&k| t.array().locate(k, 8).0 == 0).take(40).collect();
         t.put(keys[0], 8, Facts::exact(2), 40);
         for &k in &keys[1..] {
             t.put(k, 8, Facts::exact(1), 2);
@@ -696,6 +913,27 @@ mod tests {
         assert_eq!(t.get(keys[0], 8), Some(Facts::exact(2)));
         let held = keys.iter().filter(|&&k| t.get(k, 8).is_some()).count();
         assert_eq!(held, DENSE_SLOTS);
+    }
+
+    #[test]
+    fn the_dense_table_doubles_and_keeps_its_entries() {
+        // A budget of 64 MiB: it starts at 16 MiB and doubles twice as it fills.
+        let t = Arc::new(DenseTable::new(64 << 20));
+        assert_eq!((t.bytes(), t.max_bytes()), (16 << 20, 64 << 20));
+        let n = 3_000_000u64;
+        let mut view = t.view();
+        let key = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        for k in 0..n {
+            view.put(key(k), (k % 5) as u8 + 3, Facts::exact((k % 4) as u8), 8);
+        }
+        assert_eq!(t.bytes(), 64 << 20, "doubled up to the budget and no further");
+        // Every entry came through the copies, bit for bit: with room to spare, nothing
+        // was replaced.
+        let kept = (0..n).filter(|&k| t.get(key(k), (k % 5) as u8 + 3) == Some(Facts::exact((k % 4) as u8))).count();
+        assert!(kept as u64 > n * 99 / 100, "{kept} of {n} kept");
+        assert!((0..n).all(|k| t.get(key(k), (k % 5) as u8 + 4).is_none_or(|_| (k % 5) == 4)));
+        // A view made before the doublings took up the array in use.
+        assert!(Arc::ptr_eq(&view.array, &t.array()));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! their own (redundant tufts and bridges removed, walled 2×2 blocks cut), and skipping the
 //! horizontal moves across walled blocks leaves the mex of the options unchanged.
 
-use cram_engine::region::{for_each_part, simplify, walled_cuts};
+use cram_engine::region::{dominoes, for_each_component, for_each_part, simplify, stays_connected, walled_cuts};
 
 mod common;
 use common::all_values;
@@ -17,7 +17,7 @@ fn every_subset(rows: u32, cols: u32) -> (u64, u64) {
     for e in 0..1u64 << n {
         let mut xor = 0u8;
         let mut covered = 0u64;
-        for_each_part(e, cols, false, &mut |p: u64| {
+        for_each_part(e, cols, None, &mut |p: u64| {
             assert_eq!(p & covered, 0, "parts overlap");
             covered |= p;
             xor ^= v[p as usize];
@@ -25,6 +25,32 @@ fn every_subset(rows: u32, cols: u32) -> (u64, u64) {
         assert_eq!(covered & !e, 0, "a part leaves the position");
         assert_eq!(xor, v[e as usize], "{rows}x{cols} {e:#b}: parts XOR to *{xor}, the position is *{}", v[e as usize]);
         simplified += (simplify(e, cols) != e) as u64;
+        // As the search calls it: a move played in a connected region (with the local
+        // connectivity test's verdict), the parts found by fills that stop early.
+        let mut components = 0;
+        for_each_component(e, cols, |_| components += 1);
+        if components == 1 {
+            let (hor, ver) = dominoes(e, cols);
+            for (starts, step) in [(hor, 1), (ver, cols)] {
+                let mut m = starts;
+                while m != 0 {
+                    let i = m.trailing_zeros();
+                    m &= m - 1;
+                    let child = e & !(1 << i | 1 << (i + step));
+                    let local = stays_connected(e, i, cols, rows, cols, step == cols);
+                    let (mut xor, mut covered) = (0u8, 0u64);
+                    for_each_part(child, cols, Some((e, local)), &mut |p: u64| {
+                        let mut k = 0;
+                        for_each_component(p, cols, |_| k += 1);
+                        assert_eq!(k, 1, "{rows}x{cols} {child:#b}: part {p:#b} is not connected");
+                        assert_eq!(p & covered, 0, "parts overlap");
+                        covered |= p;
+                        xor ^= v[p as usize];
+                    });
+                    assert_eq!(xor, v[child as usize], "{rows}x{cols} {e:#b} minus the domino at {i}");
+                }
+            }
+        }
         // The options without the horizontal moves across walled blocks have the same mex.
         let cuts = walled_cuts(e, cols);
         if cuts != 0 {
