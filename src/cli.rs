@@ -156,6 +156,22 @@ pub struct SolveRecord {
     /// Work units recorded (cluster path only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub units: Option<u64>,
+    /// The certificate written, with `--certificate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<CertificateRecord>,
+}
+
+/// A certificate written by a solve.
+#[derive(Serialize, Debug, Clone)]
+pub struct CertificateRecord {
+    /// Where it was written.
+    pub file: String,
+    /// Facts it holds.
+    pub facts: u64,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Time to build and write it, in milliseconds.
+    pub millis: u64,
 }
 
 /// Reads a spec: `@FILE` or the text forms [`Board::parse`] accepts.
@@ -187,4 +203,13 @@ pub fn print_record(r: &SolveRecord, json: bool) {
         r.millis as f64 / 1000.0,
         r.peak_mib
     );
+    if let Some(c) = &r.certificate {
+        println!(
+            "  certificate {}: {} facts, {} bytes, written in {:.3} s",
+            c.file,
+            thousands(c.facts),
+            thousands(c.bytes),
+            c.millis as f64 / 1000.0
+        );
+    }
 }

@@ -253,6 +253,7 @@ fn record(spec: &str, board: &Board, f: &Finished) -> SolveRecord {
         millis: f.millis,
         peak_mib: crate::report::peak_rss_mib(),
         units: Some(f.counters.done + f.counters.split),
+        certificate: None,
     }
 }
 

@@ -3,11 +3,12 @@
 //! Subcommands: `solve` (outcome and nimber of positions), `analyze` (every move and its
 //! value), `db` (build, inspect and verify endgame databases) and `bench` (the performance
 //! table), `octal` (octal games, period proved), `pairing` (symmetry strategies), `shapes` (the shape catalogue), `root-check` (the pairing check's depth profile), `table` and `show` (tables and pictures). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
-//! 3 a database or the coordinator's event log was refused, 4 the coordinator refused this
+//! 3 a database, a certificate or the coordinator's event log was refused, 4 the coordinator refused this
 //! worker or client (protocol, build, databases or token).
 
 mod analyses;
 mod bench;
+mod check;
 mod cli;
 mod cluster;
 mod dbcmd;
@@ -31,6 +32,8 @@ struct Cli {
 enum Command {
     /// Solve positions: who wins, and the nimber.
     Solve(solve::SolveArgs),
+    /// Verify a certificate (from `solve --certificate`) with the independent checker.
+    Check(check::CheckArgs),
     /// List every legal move of a position with the nimber after it.
     Analyze(solve::AnalyzeArgs),
     /// Build, inspect and verify endgame databases.
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Solve(a) => solve::run_solve(&a),
+        Command::Check(a) => check::run_check(&a),
         Command::Analyze(a) => solve::run_analyze(&a),
         Command::Db(c) => dbcmd::run(&c),
         Command::Bench(a) => bench::run(&a),

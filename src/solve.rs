@@ -1,14 +1,16 @@
 //! `cram solve` and `cram analyze`: positions in, outcome and nimber out, as text or JSON
 //! lines, one result per position in input order, with shared caches across positions.
 
-use crate::cli::{parse_spec, print_record, search_failure, EngineArgs, SolveRecord};
+use crate::cli::{parse_spec, print_record, search_failure, CertificateRecord, EngineArgs, SolveRecord};
 use crate::cluster::{solve_with_workers, LocalClusterArgs};
 use crate::report::{clear_progress, peak_rss_mib, terminal_progress};
 use crate::Failure;
 use clap::Args;
+use cram_engine::proof::{self, Prover};
 use cram_engine::{Board, Mode, ParallelSolver, Solver};
 use serde::Serialize;
 use std::io::BufRead;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Arguments of `cram solve`.
@@ -32,10 +34,46 @@ pub struct SolveArgs {
     /// and more, else 1].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024), conflicts_with = "workers")]
     pub threads: Option<u64>,
+    /// Write a certificate of the answer to FILE (one position), for `cram check`.
+    #[arg(long, value_name = "FILE", conflicts_with = "workers")]
+    pub certificate: Option<PathBuf>,
+    /// Regions of at most this many cells get no facts in the certificate: the checker
+    /// computes them itself (larger: smaller files, slower checks).
+    #[arg(long, value_name = "N", default_value_t = proof::DEFAULT_SMALL, value_parser = clap::value_parser!(u32).range(0..=cram_certificate::format::MAX_SMALL as i64))]
+    pub certificate_small: u32,
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
     pub cluster: LocalClusterArgs,
+}
+
+/// Builds a certificate of `board` (just solved by `solver`) and writes it to `path`.
+fn certify(
+    solver: &mut ParallelSolver,
+    spec: &str,
+    board: &Board,
+    mode: Mode,
+    path: &Path,
+    small: u32,
+) -> Result<CertificateRecord, Failure> {
+    let start = Instant::now();
+    if let Some(p) = terminal_progress(format!("{spec} certificate")) {
+        solver.set_progress(p);
+    }
+    let proved = Prover::new(solver.lead(), small).prove(board, mode == Mode::Outcome);
+    clear_progress();
+    let cert = proved.map_err(|e| search_failure(e, solver.databases()))?;
+    let bytes = cert.to_bytes();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, &bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| Failure::runtime(format!("--certificate {}: {e}", path.display())))?;
+    Ok(CertificateRecord {
+        file: path.display().to_string(),
+        facts: cert.facts.len() as u64,
+        bytes: bytes.len() as u64,
+        millis: start.elapsed().as_millis() as u64,
+    })
 }
 
 /// Solves one board with `solver`, showing progress on a terminal.
@@ -59,6 +97,7 @@ pub fn solve_one(solver: &mut ParallelSolver, spec: &str, board: &Board, mode: M
         millis: start.elapsed().as_millis() as u64,
         peak_mib: peak_rss_mib(),
         units: None,
+        certificate: None,
     })
 }
 
@@ -90,6 +129,9 @@ pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
     if args.cluster.state.is_some() && specs.len() != 1 {
         return Err(Failure::input("--state holds one job: give exactly one spec"));
     }
+    if args.certificate.is_some() && specs.len() != 1 {
+        return Err(Failure::input("--certificate proves one position: give exactly one spec"));
+    }
     let split = &args.cluster.split;
     if args.cluster.workers.is_none() && (split.split_depth.is_some() || split.target_units.is_some()) {
         return Err(Failure::input("--split-depth and --target-units split a cluster solve: add --workers"));
@@ -112,7 +154,11 @@ pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
             }
             Ok(board) => {
                 let solver = solver.as_mut().expect("built for the engine path");
-                print_record(&solve_one(solver, spec, &board, mode)?, args.json)
+                let mut record = solve_one(solver, spec, &board, mode)?;
+                if let Some(path) = &args.certificate {
+                    record.certificate = Some(certify(solver, spec, &board, mode, path, args.certificate_small)?);
+                }
+                print_record(&record, args.json)
             }
             Err(f) => {
                 if args.json {

@@ -27,6 +27,7 @@ pub mod octal;
 pub mod options;
 pub mod pairing;
 pub mod parallel;
+pub mod proof;
 pub mod region;
 pub mod shapes;
 pub mod solver;

@@ -65,6 +65,12 @@ impl ParallelSolver {
         self.solvers[0].databases()
     }
 
+    /// The first thread's solver, which shares the table of all (to ask it more after a
+    /// solve, e.g. to build a certificate).
+    pub fn lead(&mut self) -> &mut Solver {
+        &mut self.solvers[0]
+    }
+
     /// Number of threads.
     pub fn threads(&self) -> usize {
         self.solvers.len()
@@ -121,6 +127,9 @@ impl ParallelSolver {
                 .collect();
             handles.into_iter().map(|h| h.join().expect("a search thread panicked")).collect()
         });
+        for s in &mut self.solvers {
+            s.leave_parallel();
+        }
         // Any thread's answer is exact; when none finished, they all report why.
         let mut first_error = None;
         for a in answers {

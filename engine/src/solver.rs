@@ -352,6 +352,12 @@ impl Solver {
         self.stop = Some(stop);
     }
 
+    /// Ends this solver's part in a parallel solve: it no longer stops when the others do.
+    pub fn leave_parallel(&mut self) {
+        self.busy = None;
+        self.stop = None;
+    }
+
     /// The databases this solver consults.
     pub fn databases(&self) -> &DbSet {
         &self.dbs

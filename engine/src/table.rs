@@ -498,8 +498,8 @@ pub struct DenseArray {
 /// of an entry for the facts.
 const DENSE_MIN_BUCKET_BITS: u32 = 16;
 
-/// The buckets a dense table starts with, as a power of two (16 MiB).
-const DENSE_START_BUCKET_BITS: u32 = 18;
+/// The buckets a dense table starts with, as a power of two (4 MiB).
+const DENSE_START_BUCKET_BITS: u32 = 16;
 
 /// A thread's handle on a [`DenseTable`]: the array it probes, and how many entries it
 /// wrote into empty slots since it last reported them.

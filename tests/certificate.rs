@@ -1,0 +1,113 @@
+//! `cram solve --certificate` and `cram check` as real processes: a certificate written by
+//! a solve is accepted and proves the printed answer; a damaged, cut, forged or missing one
+//! is refused with exit code 3 (2 for a file that cannot be read), the byte or fact named.
+
+use cram_certificate::{Certificate, Claim};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn cram(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cram")).args(args).env_remove("CRAM_DB_DIR").output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cram-cert-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Solves `spec` with a certificate into `dir`; returns the certificate's path and the
+/// solve's JSON record.
+fn solve_certified(dir: &std::path::Path, spec: &str, extra: &[&str]) -> (PathBuf, serde_json::Value) {
+    let file = dir.join("c.cert");
+    let mut args = vec!["solve", spec, "--no-db", "--json", "--certificate", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = cram(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    (file, serde_json::from_str(text(&o.stdout).trim()).unwrap())
+}
+
+#[test]
+fn a_solve_writes_a_certificate_that_checks() {
+    let dir = scratch("ok");
+    for (spec, extra) in [("4x7", &[][..]), ("3x9", &["--threads", "2"][..]), ("..#..../......./.......", &[][..])] {
+        let (file, solved) = solve_certified(&dir, spec, extra);
+        let c = &solved["certificate"];
+        assert!(c["facts"].as_u64().unwrap() > 0 && c["bytes"].as_u64().unwrap() > 64, "{solved}");
+        let o = cram(&["check", file.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{spec}: {}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+        assert_eq!(v["nimber"], solved["nimber"], "{spec}");
+        assert_eq!(v["outcome"], solved["outcome"], "{spec}");
+        assert_eq!(v["facts"], c["facts"]);
+        assert_eq!(v["position"], spec);
+        // The text form names the position and the value.
+        let o = cram(&["check", file.to_str().unwrap(), "--threads", "1"]);
+        let out = text(&o.stdout);
+        assert!(out.starts_with(&format!("{spec}: ")) && out.contains("checked"), "{out}");
+    }
+}
+
+#[test]
+fn an_outcome_certificate_proves_who_wins() {
+    let dir = scratch("outcome");
+    let (file, solved) = solve_certified(&dir, "4x5", &["--outcome-only"]);
+    assert!(solved["nimber"].is_null());
+    let o = cram(&["check", file.to_str().unwrap()]);
+    assert!(
+        o.status.success() && text(&o.stdout).contains("4x5: first player wins — certificate"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn damaged_cut_and_forged_certificates_are_refused() {
+    let dir = scratch("bad");
+    let (file, _) = solve_certified(&dir, "4x6", &["--certificate-small", "6"]);
+    let bytes = std::fs::read(&file).unwrap();
+    let path = dir.join("bad.cert");
+    let refused = |b: &[u8], says: &str| {
+        std::fs::write(&path, b).unwrap();
+        let o = cram(&["check", path.to_str().unwrap()]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{says}: {err}");
+        assert!(err.contains("certificate refused") && err.contains(says), "wanted {says:?}: {err}");
+    };
+    let mut flipped = bytes.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0x10;
+    refused(&flipped, "chunk 0 (bytes");
+    refused(&bytes[..bytes.len() / 2], "truncated");
+    refused(b"hello", "not a cram certificate");
+    // A forged fact with every checksum right: a value changed, a fact dropped.
+    let cert = Certificate::from_bytes(&bytes).unwrap();
+    assert_eq!(cert.claim, Claim::Nimber(0));
+    let mut forged = cert.clone();
+    let i = forged.facts.len() / 2;
+    forged.facts[i].value ^= 1;
+    refused(&forged.to_bytes(), &format!("fact {i} ("));
+    let mut dropped = cert.clone();
+    dropped.facts.remove(0);
+    refused(&dropped.to_bytes(), "without a fact");
+    let mut claim = cert;
+    claim.claim = Claim::Nimber(2);
+    refused(&claim.to_bytes(), "the position 4x6: its regions add up to *0, not *2");
+    // A file that is not there is bad input.
+    let o = cram(&["check", dir.join("none.cert").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}
+
+#[test]
+fn certificate_arguments_are_checked() {
+    let o = cram(&["solve", "3x4", "4x4", "--certificate", "x.cert"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("exactly one spec"), "{}", text(&o.stderr));
+    let o = cram(&["solve", "3x4", "--certificate", "x.cert", "--certificate-small", "40"]);
+    assert_eq!(o.status.code(), Some(2));
+}
