@@ -7,6 +7,7 @@ use crate::report::thousands;
 use crate::Failure;
 use clap::Args;
 use cram_certificate::{Checked, Claim};
+use cram_engine::Outcome;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -30,8 +31,7 @@ pub struct CheckArgs {
 struct CheckRecord {
     file: String,
     position: String,
-    /// "first" or "second".
-    outcome: &'static str,
+    outcome: Outcome,
     /// The nimber proved, or null when only a first-player win is proved.
     nimber: Option<u8>,
     facts: u64,
@@ -53,7 +53,7 @@ pub fn run_check(a: &CheckArgs) -> Result<(), Failure> {
         Claim::Nimber(n) => Some(n),
         Claim::FirstPlayerWins => None,
     };
-    let outcome = if nimber == Some(0) { "second" } else { "first" };
+    let outcome = if nimber == Some(0) { Outcome::Second } else { Outcome::First };
     if a.json {
         let r = CheckRecord {
             file: name,
@@ -69,9 +69,8 @@ pub fn run_check(a: &CheckArgs) -> Result<(), Failure> {
         return Ok(());
     }
     let proved = match nimber {
-        Some(0) => "second player wins, nimber *0".to_string(),
-        Some(n) => format!("first player wins, nimber *{n}"),
-        None => "first player wins".to_string(),
+        Some(n) => format!("{}, nimber *{n}", outcome.describe()),
+        None => outcome.describe().to_string(),
     };
     println!(
         "{}: {proved} — certificate {name} checked ({} facts, {} small regions computed, {} bytes, {:.3} s)",

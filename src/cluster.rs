@@ -2,11 +2,11 @@
 //! and `cram solve --workers N`, which runs the same coordinator and N workers in this
 //! process over loopback gRPC, so the local and the cluster path are one code path.
 
-use crate::cli::{parse_spec, print_record, DbArgs, SolveRecord, DEFAULT_TT_MB};
+use crate::cli::{parse_spec, print_record, CertificateRecord, DbArgs, EngineArgs, SolveRecord, DEFAULT_TT_MB};
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use cram_coordinator::state::Checks;
-use cram_coordinator::{CoordError, Finished, Settings as CoordSettings, Split};
+use cram_coordinator::{CertificateTarget, CoordError, Finished, Settings as CoordSettings, Split};
 use cram_engine::{Board, Mode, Outcome};
 use cram_worker::{Settings as WorkerSettings, WorkerError};
 use std::path::{Path, PathBuf};
@@ -108,9 +108,32 @@ pub struct CoordinatorArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub certificate: CertificateArgs,
+    #[command(flatten)]
     pub db: DbArgs,
     #[command(flatten)]
     pub log: LogArgs,
+}
+
+/// Certificate options (shared by `solve` and `coordinator`).
+#[derive(Args, Clone, Debug)]
+pub struct CertificateArgs {
+    /// Write a certificate of the answer to FILE, for `cram check` (one position). On the
+    /// cluster path the job is certified: workers prove their units, and the coordinator
+    /// assembles, checks and writes the certificate at the end.
+    #[arg(long, value_name = "FILE")]
+    pub certificate: Option<PathBuf>,
+    /// Regions of at most this many cells get no facts in the certificate: the checker
+    /// computes them itself (larger: smaller files, slower checks).
+    #[arg(long, value_name = "N", default_value_t = cram_engine::proof::DEFAULT_SMALL, value_parser = clap::value_parser!(u32).range(0..=cram_certificate::format::MAX_SMALL as i64))]
+    pub certificate_small: u32,
+}
+
+impl CertificateArgs {
+    /// Where a cluster job writes its certificate, if it is certified.
+    pub fn target(&self) -> Option<CertificateTarget> {
+        self.certificate.clone().map(|path| CertificateTarget { path, small: self.certificate_small })
+    }
 }
 
 /// Arguments of `cram worker`.
@@ -253,7 +276,12 @@ fn record(spec: &str, board: &Board, f: &Finished) -> SolveRecord {
         millis: f.millis,
         peak_mib: crate::report::peak_rss_mib(),
         units: Some(f.counters.done + f.counters.split),
-        certificate: None,
+        certificate: f.certificate.as_ref().map(|c| CertificateRecord {
+            file: c.path.display().to_string(),
+            facts: c.facts,
+            bytes: c.bytes,
+            millis: c.millis,
+        }),
     }
 }
 
@@ -284,6 +312,7 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
         linger: Duration::from_secs(a.linger_secs),
         state_dir: a.state.clone(),
         answered: None,
+        certificate: a.certificate.target(),
     };
     let rt = runtime()?;
     let finished = rt.block_on(async {
@@ -472,11 +501,11 @@ pub fn solve_with_workers(
     spec: &str,
     board: &Board,
     mode: Mode,
-    pairing: bool,
-    tt_mb: Option<u64>,
-    db: &DbArgs,
+    engine: &EngineArgs,
     local: &LocalClusterArgs,
+    certificate: &CertificateArgs,
 ) -> Result<SolveRecord, Failure> {
+    let (pairing, tt_mb, db) = (!engine.no_pairing, engine.tt_mb, &engine.db);
     init_logging(LogFormat::Text, "warn");
     let n = match local.workers {
         Some(0) | None => default_threads(),
@@ -508,6 +537,7 @@ pub fn solve_with_workers(
         linger: Duration::from_millis(20),
         state_dir,
         answered: Some(stop_tx.clone()),
+        certificate: certificate.target(),
     };
     let result = runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;

@@ -2,15 +2,15 @@
 //! lines, one result per position in input order, with shared caches across positions.
 
 use crate::cli::{parse_spec, print_record, search_failure, CertificateRecord, EngineArgs, SolveRecord};
-use crate::cluster::{solve_with_workers, LocalClusterArgs};
+use crate::cluster::{solve_with_workers, CertificateArgs, LocalClusterArgs};
 use crate::report::{clear_progress, peak_rss_mib, terminal_progress};
 use crate::Failure;
 use clap::Args;
-use cram_engine::proof::{self, Prover};
-use cram_engine::{Board, Mode, ParallelSolver, Solver};
+use cram_engine::proof::Prover;
+use cram_engine::{Board, Mode, ParallelSolver, Solution, Solver};
 use serde::Serialize;
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 /// Arguments of `cram solve`.
@@ -34,13 +34,8 @@ pub struct SolveArgs {
     /// and more, else 1].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024), conflicts_with = "workers")]
     pub threads: Option<u64>,
-    /// Write a certificate of the answer to FILE (one position), for `cram check`.
-    #[arg(long, value_name = "FILE", conflicts_with = "workers")]
-    pub certificate: Option<PathBuf>,
-    /// Regions of at most this many cells get no facts in the certificate: the checker
-    /// computes them itself (larger: smaller files, slower checks).
-    #[arg(long, value_name = "N", default_value_t = proof::DEFAULT_SMALL, value_parser = clap::value_parser!(u32).range(0..=cram_certificate::format::MAX_SMALL as i64))]
-    pub certificate_small: u32,
+    #[command(flatten)]
+    pub certificate: CertificateArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
@@ -52,7 +47,7 @@ fn certify(
     solver: &mut ParallelSolver,
     spec: &str,
     board: &Board,
-    mode: Mode,
+    solution: &Solution,
     path: &Path,
     small: u32,
 ) -> Result<CertificateRecord, Failure> {
@@ -60,7 +55,7 @@ fn certify(
     if let Some(p) = terminal_progress(format!("{spec} certificate")) {
         solver.set_progress(p);
     }
-    let proved = Prover::new(solver.lead(), small).prove(board, mode == Mode::Outcome);
+    let proved = Prover::new(solver.lead(), small).prove(board, solution);
     clear_progress();
     let cert = proved.map_err(|e| search_failure(e, solver.databases()))?;
     let bytes = cert.to_bytes();
@@ -129,7 +124,7 @@ pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
     if args.cluster.state.is_some() && specs.len() != 1 {
         return Err(Failure::input("--state holds one job: give exactly one spec"));
     }
-    if args.certificate.is_some() && specs.len() != 1 {
+    if args.certificate.certificate.is_some() && specs.len() != 1 {
         return Err(Failure::input("--certificate proves one position: give exactly one spec"));
     }
     let split = &args.cluster.split;
@@ -148,15 +143,16 @@ pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
     for spec in &specs {
         match parse_spec(spec) {
             Ok(board) if args.cluster.workers.is_some() => {
-                let e = &args.engine;
-                let record = solve_with_workers(spec, &board, mode, !e.no_pairing, e.tt_mb, &e.db, &args.cluster)?;
+                let record = solve_with_workers(spec, &board, mode, &args.engine, &args.cluster, &args.certificate)?;
                 print_record(&record, args.json);
             }
             Ok(board) => {
                 let solver = solver.as_mut().expect("built for the engine path");
                 let mut record = solve_one(solver, spec, &board, mode)?;
-                if let Some(path) = &args.certificate {
-                    record.certificate = Some(certify(solver, spec, &board, mode, path, args.certificate_small)?);
+                if let Some(path) = &args.certificate.certificate {
+                    let solution = Solution { outcome: record.outcome, nimber: record.nimber };
+                    let small = args.certificate.certificate_small;
+                    record.certificate = Some(certify(solver, spec, &board, &solution, path, small)?);
                 }
                 print_record(&record, args.json)
             }

@@ -590,6 +590,7 @@ async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String,
                 nodes: 1000,
                 millis: 1,
                 from_cache: false,
+                proof: Vec::new(),
             };
             loop {
                 match client.submit(req.clone()).await {
@@ -690,4 +691,58 @@ fn a_second_coordinator_on_a_live_state_is_refused() {
     let (mut w, _) = start_worker(&dir, &c.url, &[]);
     assert_eq!(result_of(c, 120), want[job].clone());
     assert!(wait(&mut w, 30, "worker").success());
+}
+
+/// A certified job with real processes: the coordinator killed with SIGKILL mid-run and
+/// resumed from its state (proofs and all), a worker process proving its units; the
+/// certificate written at the end checks with `cram check` and proves the engine's answer.
+/// The same state started without `--certificate` is another job, refused with exit code 2.
+#[test]
+fn a_certified_job_survives_a_kill_and_its_certificate_checks() {
+    let dir = scratch("certified");
+    let state = dir.join("state");
+    let cert = dir.join("job.cert");
+    let job = "5x7";
+    let want = engine(&[job], &[]);
+    let c_arg = cert.display().to_string();
+    let extra = ["--split-depth", "3", "--certificate", &c_arg];
+    let c = start_coordinator(&dir, &state, job, &extra);
+    let (mut worker, _) = start_worker(&dir, &c.url, &[]);
+    wait_for("some results", 120, || results(&state).len() >= 5);
+    let mut child = c.child;
+    kill9(&mut child);
+    let proofs = std::fs::read_dir(state.join("proofs")).map_or(0, |d| d.count());
+    assert!(proofs > 0, "results of a certified job carry proofs");
+    let addr = c.url.trim_start_matches("http://").to_string();
+    let c2 = restart_coordinator_on(&dir, &state, job, &addr, &extra);
+    assert_eq!(result_of(c2, 300), want[job].clone());
+    assert!(wait(&mut worker, 30, "worker").success());
+    let o = cram(&["check", &c_arg, "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!((v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()), want[job].clone());
+    // Resuming the certified job without --certificate is another job.
+    let o = coordinator_once(&state, job, &["--split-depth", "3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("another"), "{}", text(&o.stderr));
+}
+
+/// `cram solve --workers N --certificate FILE`: the cluster path in one process, certified.
+#[test]
+fn a_local_cluster_solve_writes_a_certificate() {
+    let dir = scratch("localcert");
+    let cert = dir.join("c.cert");
+    let c_arg = cert.display().to_string();
+    for (job, extra) in [("4x8", &[][..]), ("5x6", &["--outcome-only"][..])] {
+        let want = engine(&[job], extra);
+        let mut args = vec!["solve", job, "--json", "--no-db", "--workers", "2", "--certificate", &c_arg];
+        args.extend_from_slice(extra);
+        let o = cram(&args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(answer_of(&o.stdout), want[job].clone());
+        let o = cram(&["check", &c_arg, "--json"]);
+        assert!(o.status.success(), "{job}: {}", text(&o.stderr));
+        let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+        assert_eq!((v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()), want[job].clone(), "{job}");
+    }
 }

@@ -12,7 +12,9 @@
 use crate::state::{Caller, LeaseOutcome, Scheduler, Submission, Verdict};
 use crate::store::{DoneRecord, Event, Store, StoreError};
 use crate::top::Ask;
-use crate::{CoordError, Finished, Settings};
+use crate::{CertificateTarget, CertificateWritten, CoordError, Finished, Settings};
+use cram_certificate::Shape;
+use cram_engine::proof::Prover;
 use cram_engine::region::AnyRegion;
 use cram_engine::{Config, Interrupted, Solution, Solver};
 use cram_proto::pb::{self, lease_reply};
@@ -112,7 +114,13 @@ impl Job {
         if let Some(d) = already {
             tracing::info!(job = %self.settings.spec, "the job in this state is already solved");
             let solution = Solution { outcome: d.outcome, nimber: d.nimber };
-            let f = Finished { solution, nodes: d.nodes, millis: d.millis, counters: self.sched.counters.clone() };
+            let f = Finished {
+                solution,
+                nodes: d.nodes,
+                millis: d.millis,
+                counters: self.sched.counters.clone(),
+                certificate: None,
+            };
             self.answered = Some((f, Instant::now() + self.settings.linger));
         }
         tokio::pin!(shutdown);
@@ -154,7 +162,78 @@ impl Job {
         if let Some(s) = self.settling.take() {
             s.cancel.store(true, Ordering::Relaxed);
         }
-        outcome
+        let mut finished = outcome?;
+        if let Some(target) = self.settings.certificate.clone() {
+            finished.certificate = Some(self.certify(&finished.solution, &target).await?);
+        }
+        Ok(finished)
+    }
+
+    /// Assembles the certificate of a certified job from its results' proofs (a proof
+    /// that contradicts one already taken is left out, with a warning: the check decides),
+    /// proves the top with the values the job holds, checks it with the independent
+    /// checker, and only then writes it.
+    async fn certify(
+        &mut self,
+        solution: &Solution,
+        target: &CertificateTarget,
+    ) -> Result<CertificateWritten, CoordError> {
+        let started = Instant::now();
+        let mut proofs = Vec::new();
+        for name in self.sched.proofs() {
+            proofs.push((self.store.read_proof(&name)?, name));
+        }
+        let values: Vec<(Shape, u8)> = self
+            .sched
+            .exact_values()
+            .into_iter()
+            .map(|(r, v)| {
+                let (h, w) = r.dims();
+                (Shape::of(h, w, r.dense()), v)
+            })
+            .collect();
+        tracing::info!(proofs = proofs.len(), values = values.len(), "assembling the certificate");
+        let (board, solution, target) = (self.settings.board, *solution, target.clone());
+        let config = Config { tt_bytes: SETTLE_TT_BYTES, pairing: self.settings.pairing };
+        let dbs = self.settings.dbs.clone();
+        let made = tokio::task::spawn_blocking(move || -> Result<CertificateWritten, String> {
+            let mut solver = Solver::new(&config, dbs);
+            let mut prover = Prover::new(&mut solver, target.small);
+            prover.preload_values(values);
+            for (bytes, name) in &proofs {
+                if let Err(e) = prover.import(bytes) {
+                    tracing::warn!(proof = %name, "a result's proof is left out of the certificate: {e}");
+                }
+            }
+            let cert = prover.prove(&board, &solution).map_err(|e| e.to_string())?;
+            drop(prover);
+            tracing::info!(nodes = solver.nodes(), "the top proved (nodes: the assembly's own searches)");
+            let bytes = cert.to_bytes();
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            cram_certificate::check(&bytes, threads)
+                .map_err(|e| format!("the assembled certificate does not check: {e}"))?;
+            let tmp = target.path.with_extension("tmp");
+            std::fs::write(&tmp, &bytes)
+                .and_then(|()| std::fs::rename(&tmp, &target.path))
+                .map_err(|e| format!("{}: {e}", target.path.display()))?;
+            Ok(CertificateWritten {
+                path: target.path.clone(),
+                facts: cert.facts.len() as u64,
+                bytes: bytes.len() as u64,
+                millis: started.elapsed().as_millis() as u64,
+            })
+        })
+        .await
+        .expect("the certificate builder does not panic")
+        .map_err(CoordError::Certificate)?;
+        tracing::info!(
+            file = %made.path.display(),
+            facts = made.facts,
+            bytes = made.bytes,
+            ms = made.millis,
+            "certificate written and checked"
+        );
+        Ok(made)
     }
 
     /// Starts a settlement when one is due, and logs the answer once it is known.
@@ -316,6 +395,7 @@ impl Job {
             heartbeat_millis: (lease.as_millis() / 4).max(50) as u32,
             lease_millis: lease.as_millis() as u32,
             pairing: self.settings.pairing,
+            certificate_small: self.settings.certificate.as_ref().map(|c| c.small),
         })
     }
 
@@ -345,7 +425,10 @@ impl Job {
                 tracing::debug!(%unit, worker = %s.worker, why, "result not recorded");
                 Ok(Ok(pb::SubmitReply { recorded: false }))
             }
-            Verdict::Accept(record) => {
+            Verdict::Accept(mut record) => {
+                if self.settings.certificate.is_some() && s.finished && !s.proof.is_empty() {
+                    record.proof = Some(self.store.save_proof(s.proof.clone()).await?);
+                }
                 self.store.record(&s.ask.region, &record).await?;
                 self.sched.apply(&Event::Result(record));
                 if s.finished {
@@ -419,7 +502,7 @@ impl Job {
             seconds = millis as f64 / 1000.0,
             "job solved"
         );
-        let f = Finished { solution, nodes, millis, counters };
+        let f = Finished { solution, nodes, millis, counters, certificate: None };
         self.answered = Some((f, Instant::now() + self.settings.linger));
         Ok(())
     }

@@ -75,6 +75,19 @@ pub struct Settings {
     /// Raised as soon as the answer is known, before the server stops (an in-process
     /// caller stops its workers with it).
     pub answered: Option<tokio::sync::watch::Sender<bool>>,
+    /// Certify the answer: workers send proofs with their results, and the certificate is
+    /// written here at the end (docs/certificates.md).
+    pub certificate: Option<CertificateTarget>,
+}
+
+/// Where a certified job's certificate goes, and the size of the regions left to the
+/// checker (no facts for them).
+#[derive(Clone, Debug)]
+pub struct CertificateTarget {
+    /// The certificate file.
+    pub path: PathBuf,
+    /// Regions of at most this many cells get no facts.
+    pub small: u32,
 }
 
 /// A finished job.
@@ -88,6 +101,21 @@ pub struct Finished {
     pub millis: u64,
     /// Unit counters.
     pub counters: Counters,
+    /// The certificate written, in a certified job.
+    pub certificate: Option<CertificateWritten>,
+}
+
+/// A certificate a job wrote.
+#[derive(Debug, Clone)]
+pub struct CertificateWritten {
+    /// Where.
+    pub path: PathBuf,
+    /// Facts it holds.
+    pub facts: u64,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Time to assemble, check and write it, in milliseconds.
+    pub millis: u64,
 }
 
 /// Why a coordinator run stopped without an answer.
@@ -99,6 +127,10 @@ pub enum CoordError {
     /// The server failed.
     #[error("gRPC server: {0}")]
     Serve(String),
+    /// The certificate could not be made (a proof is missing a fact it needs and the
+    /// search for it failed, or the assembled certificate did not check).
+    #[error("certificate: {0}")]
+    Certificate(String),
     /// A shutdown signal arrived; the state is saved.
     #[error("stopped before the answer; the state in {0} is saved, start the same command to resume")]
     Stopped(PathBuf),
@@ -114,6 +146,7 @@ impl Settings {
             mode: mode_name(self.mode).into(),
             pairing: self.pairing,
             build: cram_proto::BUILD_ID.into(),
+            certificate_small: self.certificate.as_ref().map(|c| c.small),
         }
     }
 }
@@ -138,7 +171,8 @@ pub async fn run(
         Split::Depth(d) => d,
         Split::TargetUnits(n) => depth_for_units(&settings.board, n),
     };
-    let top = Top::new(&settings.board, settings.mode, settings.pairing, settings.dbs.clone(), depth);
+    let plain = settings.certificate.is_some();
+    let top = Top::new(&settings.board, settings.mode, settings.pairing, settings.dbs.clone(), depth, plain);
     let mut sched = Scheduler::new(top, settings.mode, settings.lease, settings.checks);
     sched.replay(&replay.events);
     store.check_index(&sched.index_facts())?;

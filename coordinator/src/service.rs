@@ -72,6 +72,7 @@ pub fn submission_from_pb(r: pb::SubmitRequest) -> Result<Submission, Status> {
         nodes: r.nodes,
         millis: r.millis,
         from_cache: r.from_cache,
+        proof: r.proof,
     })
 }
 

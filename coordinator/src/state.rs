@@ -94,6 +94,8 @@ pub struct Submission {
     pub millis: u64,
     /// Answered from the worker's cache.
     pub from_cache: bool,
+    /// In a certified job, the proof of a finished result (empty otherwise).
+    pub proof: Vec<u8>,
 }
 
 /// What to do with a submission.
@@ -146,6 +148,8 @@ struct Held {
     /// Who gave an answer that agrees with it (workers, or the coordinator).
     confirmed_by: Vec<String>,
     from_cache: bool,
+    /// Its proof's file, in a certified job.
+    proof: Option<String>,
 }
 
 #[derive(Debug)]
@@ -327,6 +331,7 @@ impl Scheduler {
             needs_check,
             confirmed_by: Vec::new(),
             from_cache: r.from_cache,
+            proof: r.proof.clone(),
         };
         let others = self.answers.entry(ask).or_default();
         for h in others.iter_mut().filter(|h| agree(h.facts, held.facts)) {
@@ -653,6 +658,7 @@ impl Scheduler {
             worker: s.worker.clone(),
             from_cache: s.from_cache,
             check,
+            proof: None,
         };
         let refusal = |reason: &str| {
             Event::Refused(RefusedRecord {
@@ -740,6 +746,21 @@ impl Scheduler {
         orphan.map(|a| a.region)
     }
 
+    /// The proof files of the results held (a distrusted worker's are gone with its
+    /// results), for a certified job's certificate.
+    pub fn proofs(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.answers.values().flatten().filter_map(|h| h.proof.clone()).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Every region the top knows the exact value of (from results held, derivations
+    /// and settlements): what a certificate's prover need not ask a solver.
+    pub fn exact_values(&mut self) -> Vec<(AnyRegion, u8)> {
+        self.top.exact_values()
+    }
+
     /// The events that record the coordinator's own value of `region` (found in `nodes`
     /// nodes, `millis` ms): the result, then the distrust of every worker whose held or
     /// refused facts about the region contradict it.
@@ -756,6 +777,7 @@ impl Scheduler {
             worker: COORDINATOR.into(),
             from_cache: false,
             check: true,
+            proof: None,
         })];
         let held = self
             .answers
@@ -1038,7 +1060,7 @@ mod tests {
     const NO_CHECKS: Checks = Checks::NONE;
 
     fn scheduler(checks: Checks) -> Scheduler {
-        let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 2);
+        let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
         Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), checks)
     }
 
@@ -1060,7 +1082,17 @@ mod tests {
     }
 
     fn sub(worker: &str, ask: Ask, attempt: u64, facts: Facts, finished: bool, nodes: u64) -> Submission {
-        Submission { worker: worker.into(), ask, attempt, facts, finished, nodes, millis: 1, from_cache: false }
+        Submission {
+            worker: worker.into(),
+            ask,
+            attempt,
+            facts,
+            finished,
+            nodes,
+            millis: 1,
+            from_cache: false,
+            proof: Vec::new(),
+        }
     }
 
     /// Does what the job's task does with a submission, without the store; returns the

@@ -24,6 +24,8 @@ pub const LOG_FILE: &str = "events.jsonl";
 pub const INDEX_DIR: &str = "index.sled";
 /// The lock file inside the state directory (it holds the owner's process id).
 pub const LOCK_FILE: &str = "lock";
+/// The directory of the state where a certified job keeps its results' proofs.
+pub const PROOF_DIR: &str = "proofs";
 
 /// The job a state directory holds.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -42,13 +44,29 @@ pub struct JobRecord {
     pub pairing: bool,
     /// The build that created the job.
     pub build: String,
+    /// The job is certified: its top is over plain regions and results carry proofs
+    /// (facts on regions of more than this many cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_small: Option<u32>,
 }
 
 impl JobRecord {
+    /// The mode and the settings that make a job another, in words.
+    pub fn settings(&self) -> String {
+        let mut s = self.mode.clone();
+        if !self.pairing {
+            s += ", no pairing";
+        }
+        if let Some(small) = self.certificate_small {
+            s += &format!(", certified with --certificate-small {small}");
+        }
+        s
+    }
+
     /// True when both name the same question (same position, mode and engine settings).
     pub fn same_job(&self, other: &JobRecord) -> bool {
-        (self.rows, self.cols, &self.empty, &self.mode, self.pairing)
-            == (other.rows, other.cols, &other.empty, &other.mode, other.pairing)
+        (self.rows, self.cols, &self.empty, &self.mode, self.pairing, self.certificate_small)
+            == (other.rows, other.cols, &other.empty, &other.mode, other.pairing, other.certificate_small)
     }
 }
 
@@ -76,6 +94,10 @@ pub struct ResultRecord {
     /// A second answer to a unit already answered (a spot check), not a solve of its own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub check: bool,
+    /// In a certified job: the file (in the state directory's `proofs/`) holding the
+    /// result's proof, written before the result is logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
 }
 
 impl ResultRecord {
@@ -178,7 +200,7 @@ pub enum StoreError {
         state: &'static str,
         /// Its spec.
         spec: String,
-        /// Its mode.
+        /// Its mode and settings ([`JobRecord::settings`]).
         mode: String,
     },
     /// Another coordinator holds the state directory.
@@ -254,7 +276,7 @@ impl Store {
                     path: dir.to_path_buf(),
                     state: if replay.done.is_some() { "the finished" } else { "an unfinished" },
                     spec: held.spec.clone(),
-                    mode: held.mode.clone(),
+                    mode: held.settings(),
                 })
             }
             _ => {
@@ -310,6 +332,37 @@ impl Store {
         }
         self.index.flush_async().await.map_err(err)?;
         Ok(())
+    }
+
+    /// Writes a result's proof to `proofs/` under a new name, durable (file and directory
+    /// entry) before it returns; the name goes into the result's record.
+    pub async fn save_proof(&mut self, proof: Vec<u8>) -> Result<String, StoreError> {
+        let dir = self.dir.join(PROOF_DIR);
+        let name = format!("{:016x}.proof", rand::random::<u64>());
+        let path = dir.join(&name);
+        let written = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            let tmp = path.with_extension("tmp");
+            let mut f = File::create(&tmp)?;
+            f.write_all(&proof)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            File::open(&dir)?.sync_all()
+        })
+        .await
+        .expect("the proof writer does not panic");
+        written.map_err(io_err(&self.dir.join(PROOF_DIR)))?;
+        Ok(name)
+    }
+
+    /// The proof saved under `name` by [`Store::save_proof`].
+    pub fn read_proof(&self, name: &str) -> Result<Vec<u8>, StoreError> {
+        let path = self.dir.join(PROOF_DIR).join(name);
+        if name.contains('/') || name.contains("..") {
+            let source = std::io::Error::other("a proof name that is not a file name");
+            return Err(StoreError::Io { path, source });
+        }
+        std::fs::read(&path).map_err(io_err(&path))
     }
 
     /// Makes the index hold exactly `want` (the facts the log's replay gives), rewriting it
@@ -500,6 +553,7 @@ mod tests {
             mode: "nimber".into(),
             pairing: true,
             build: "test".into(),
+            certificate_small: None,
         }
     }
 
@@ -515,6 +569,7 @@ mod tests {
             worker: "w".into(),
             from_cache: false,
             check: false,
+            proof: None,
         }
     }
 

@@ -20,9 +20,9 @@
 //! regions exactly first and then asking one question of the largest.
 
 use cram_engine::facts::Facts;
-use cram_engine::options::{options, Child};
+use cram_engine::options::{options, plain_options, Child};
 use cram_engine::region::AnyRegion;
-use cram_engine::solver::board_regions;
+use cram_engine::solver::{board_regions, plain_board_regions};
 use cram_engine::{Board, Config, DbSet, Mode, Outcome, Solution, Solver};
 use cram_proto::Query;
 use std::collections::{HashMap, HashSet};
@@ -98,6 +98,7 @@ pub struct Top {
     xor: u8,
     mode: Mode,
     certified: bool,
+    plain: bool,
     split_depth: u32,
     reported: HashMap<AnyRegion, Facts>,
     derived: HashMap<AnyRegion, Facts>,
@@ -149,15 +150,19 @@ impl Walk {
 
 impl Top {
     /// The top of the search of `board` in `mode`, with the engine settings the workers use.
-    pub fn new(board: &Board, mode: Mode, pairing: bool, dbs: Arc<DbSet>, split_depth: u32) -> Top {
-        let (mut regions, xor) = board_regions(board);
+    /// `plain`: the top of a job to be certified, over plain regions (no reductions), with
+    /// only small regions settled on the spot, so that every region above that has a unit
+    /// and the unit's proof (the pairing and databases are not evidence to a checker).
+    pub fn new(board: &Board, mode: Mode, pairing: bool, dbs: Arc<DbSet>, split_depth: u32, plain: bool) -> Top {
+        let (mut regions, xor) = if plain { plain_board_regions(board) } else { board_regions(board) };
         regions.sort_by_key(|r| std::cmp::Reverse(r.cells()));
-        let certified = pairing && cram_engine::pairing::half_turn_certificate(board);
+        let certified = !plain && pairing && cram_engine::pairing::half_turn_certificate(board);
         Top {
             regions,
             xor,
             mode,
             certified,
+            plain,
             split_depth,
             reported: HashMap::new(),
             derived: HashMap::new(),
@@ -197,7 +202,8 @@ impl Top {
     /// What is certain about `r` without any worker: its value when the coordinator knows
     /// it (small, paired, database or settled regions), else `g ≤ cells / 2`.
     pub fn certain(&mut self, r: &AnyRegion) -> Facts {
-        if let Some(v) = self.local.settled_value(r).or_else(|| self.settled.get(r).copied()) {
+        let free = if self.plain && r.cells() > LOCAL_CELLS { None } else { self.local.settled_value(r) };
+        if let Some(v) = free.or_else(|| self.settled.get(r).copied()) {
             return Facts::exact(v);
         }
         if r.cells() <= LOCAL_CELLS {
@@ -226,6 +232,17 @@ impl Top {
     pub fn answers(&mut self, ask: &Ask) -> bool {
         let b = self.held(&ask.region);
         !b.is_contradictory() && ask.query.answered_by(b)
+    }
+
+    /// Every region of which an exact value is held (reported, derived or settled; the
+    /// small ones the walk solved on the spot are left to whoever needs them).
+    pub fn exact_values(&mut self) -> Vec<(AnyRegion, u8)> {
+        let regions: HashSet<AnyRegion> =
+            self.reported.keys().chain(self.derived.keys()).chain(self.settled.keys()).copied().collect();
+        regions
+            .into_iter()
+            .filter_map(|r| Some(self.held(&r)).filter(|f| !f.is_contradictory())?.value().map(|v| (r, v)))
+            .collect()
     }
 
     /// Nodes the coordinator searched itself (regions of at most [`LOCAL_CELLS`] cells).
@@ -312,7 +329,8 @@ impl Top {
     }
 
     fn children_of(&mut self, r: &AnyRegion) -> Arc<[Child]> {
-        self.children.entry(*r).or_insert_with(|| options(r).into()).clone()
+        let plain = self.plain;
+        self.children.entry(*r).or_insert_with(|| if plain { plain_options(r) } else { options(r) }.into()).clone()
     }
 
     /// The value of an option when all its regions are known.
@@ -480,7 +498,7 @@ mod tests {
         width: usize,
         budget: Option<u32>,
     ) -> (Solution, usize) {
-        let mut top = Top::new(board, mode, pairing, Arc::new(DbSet::default()), depth);
+        let mut top = Top::new(board, mode, pairing, Arc::new(DbSet::default()), depth, false);
         let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing }, Arc::new(DbSet::default()));
         let mut units = 0;
         loop {
@@ -564,7 +582,7 @@ mod tests {
         // 3x6 has nimber 4: its options (regions of 16 cells, solved on the spot) show 0..3.
         // A false report "g ≤ 1" leaves every value up to the bound appearing among them.
         let board = Board::parse("3x6").unwrap();
-        let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2);
+        let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
         let root = top.regions[0];
         assert!(top.report(root, Facts { excluded: 0, upper: 1 }));
         let f = top.frontier();
@@ -575,7 +593,7 @@ mod tests {
     #[test]
     fn a_decided_question_leaves_the_frontier() {
         let board = Board::parse("4x6").unwrap();
-        let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2);
+        let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
         let first = top.frontier().open;
         assert!(first.len() > 1);
         let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing: false }, Arc::new(DbSet::default()));

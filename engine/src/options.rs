@@ -5,7 +5,7 @@
 
 use crate::board::Board;
 use crate::region::{centre_distance, walled_cuts, AnyRegion};
-use crate::solver::board_regions;
+use crate::solver::{board_regions, plain_board_regions};
 
 /// One option (the position after one move) of a region.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,16 +20,28 @@ pub struct Child {
 /// search before those of several, then smaller regions (by the sum of squared sizes, so
 /// moves that split come early), then moves nearer the centre.
 pub fn options(r: &AnyRegion) -> Vec<Child> {
+    options_by(r, false)
+}
+
+/// The options of `r` as [`options`] orders them, every move and its plain regions
+/// ([`plain_board_regions`]): the top of a search whose answer is to be certified, where
+/// every region must be one a certificate can state facts about.
+pub fn plain_options(r: &AnyRegion) -> Vec<Child> {
+    options_by(r, true)
+}
+
+fn options_by(r: &AnyRegion, plain: bool) -> Vec<Child> {
     let (h, w) = r.dims();
     let board = Board::from_mask(h, w, r.dense()).expect("a region's box is a valid board");
     // The solver skips horizontal moves across walled 2×2 blocks (worth a vertical move).
-    let cuts = walled_cuts(board.empty(), w);
+    let cuts = if plain { 0 } else { walled_cuts(board.empty(), w) };
+    let regions_of = if plain { plain_board_regions } else { board_regions };
     let mut out: Vec<(u32, Child)> = board
         .moves()
         .into_iter()
         .filter(|&m| m != 3 << m.trailing_zeros() || cuts >> m.trailing_zeros() & 1 == 0)
         .map(|m| {
-            let (mut regions, xor) = board_regions(&board.with_filled(m));
+            let (mut regions, xor) = regions_of(&board.with_filled(m));
             regions.sort_by_key(|p| std::cmp::Reverse(p.cells()));
             let i = m.trailing_zeros();
             let vertical = m != 3 << i;

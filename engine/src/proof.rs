@@ -13,7 +13,11 @@
 
 use crate::board::Board;
 use crate::region::{for_each_part, normalize, AnyRegion};
-use crate::solver::{Res, Solver};
+use crate::solver::{Res, Solution, Solver};
+
+/// A fact that lacks a reply one of its options needs (an imported fact whose reply's
+/// regions were in a proof that was not imported).
+struct Incomplete(Shape);
 use cram_certificate::check::ShapeHash;
 use cram_certificate::rules::components;
 use cram_certificate::{Certificate, Claim, Fact, Shape};
@@ -31,6 +35,32 @@ struct Proven {
     replies: Vec<(u16, u16)>,
 }
 
+/// The facts a prover found (with the replies it chose), kept between provers.
+pub struct Proofs {
+    small: u32,
+    facts: HashMap<Shape, Proven, ShapeHash>,
+    replies: HashMap<(Shape, u8), Option<u16>, ShapeHash>,
+    unsent: Vec<Shape>,
+}
+
+impl Proofs {
+    /// The facts of the last [`Prover::export`] reached the coordinator: the next export
+    /// leaves them out.
+    pub fn sent(&mut self) {
+        self.unsent.clear();
+    }
+
+    /// Facts held.
+    pub fn len(&self) -> usize {
+        self.facts.len()
+    }
+
+    /// True when no fact is held.
+    pub fn is_empty(&self) -> bool {
+        self.facts.is_empty()
+    }
+}
+
 /// Builds certificates with a solver as the oracle of values.
 pub struct Prover<'a> {
     solver: &'a mut Solver,
@@ -39,6 +69,51 @@ pub struct Prover<'a> {
     /// Replies found: region and target value, the move (or none: the region's value is
     /// below the target). The same question comes up under many facts.
     replies: HashMap<(Shape, u8), Option<u16>, ShapeHash>,
+    /// Values known beforehand ([`Prover::preload_values`]).
+    preloaded: HashMap<Shape, u8, ShapeHash>,
+    /// Facts found and not yet sent ([`Prover::export`]).
+    unsent: Vec<Shape>,
+}
+
+/// The largest proof, decompressed, [`Prover::import`] reads.
+const MAX_PROOF_BYTES: usize = 1 << 34;
+
+fn put_varint(out: &mut Vec<u8>, mut v: u128) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// Reads an exported proof.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn byte(&mut self) -> Result<u8, String> {
+        let b = *self.bytes.get(self.at).ok_or_else(|| format!("the proof ends at byte {}", self.at))?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self) -> Result<u128, String> {
+        let mut v = 0u128;
+        for shift in (0..128).step_by(7) {
+            let b = self.byte()?;
+            v |= ((b & 0x7f) as u128) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(format!("a number longer than 128 bits at byte {}", self.at))
+    }
 }
 
 impl<'a> Prover<'a> {
@@ -51,7 +126,21 @@ impl<'a> Prover<'a> {
             small: small.min(cram_certificate::format::MAX_SMALL),
             facts: HashMap::default(),
             replies: HashMap::default(),
+            preloaded: HashMap::default(),
+            unsent: Vec::new(),
         }
+    }
+
+    /// A prover that goes on from what an earlier one found (with the same `small`; a
+    /// `proofs` of another size is dropped).
+    pub fn with_proofs(solver: &'a mut Solver, small: u32, proofs: Proofs) -> Prover<'a> {
+        let mut p = Prover::new(solver, small);
+        if proofs.small == p.small {
+            p.facts = proofs.facts;
+            p.replies = proofs.replies;
+            p.unsent = proofs.unsent;
+        }
+        p
     }
 
     /// Facts found so far.
@@ -59,48 +148,146 @@ impl<'a> Prover<'a> {
         self.facts.len()
     }
 
-    /// A certificate of `board`'s nimber (`outcome_only`: of who wins; when the player to
-    /// move wins, one winning move is proved instead of the value).
-    pub fn prove(&mut self, board: &Board, outcome_only: bool) -> Res<Certificate> {
+    /// A certificate of the answer `solution` a solve gave for `board`: its nimber, or,
+    /// when only the outcome is known and the player to move wins, one winning move
+    /// (proved without the value when the largest region has one; else the value is
+    /// proved after all).
+    pub fn prove(&mut self, board: &Board, solution: &Solution) -> Res<Certificate> {
         let (rows, cols) = (board.rows(), board.cols());
         let mut regions = Vec::new();
         components(rows, cols, board.empty(), |c| regions.push(Shape::of(rows, cols, c)));
         regions.sort_by_key(|r| std::cmp::Reverse(r.size()));
-        let mut values = Vec::with_capacity(regions.len());
-        for r in &regions {
-            values.push(self.value(r)?);
+        let Some((largest, minors)) = regions.split_first() else {
+            return self.certify(board, Claim::Nimber(0), None);
+        };
+        let mut x = 0;
+        for r in minors {
+            x ^= self.value(r)?;
+            self.require(r)?;
         }
-        let x = values.iter().fold(0, |x, v| x ^ v);
-        let claim = if outcome_only && x != 0 { Claim::FirstPlayerWins } else { Claim::Nimber(x) };
-        let mut root_reply = None;
-        match claim {
-            Claim::Nimber(_) => {
-                for r in &regions {
-                    self.require(r)?;
-                }
-            }
-            Claim::FirstPlayerWins => {
-                // A move in one region to make the whole *0: in a region whose value is
-                // above the XOR of the others, there is a move to that XOR.
-                let i = (0..regions.len())
-                    .find(|&i| values[i] > x ^ values[i])
-                    .expect("a nonzero XOR has a region above the XOR of the others");
-                let others = x ^ values[i];
-                for (j, r) in regions.iter().enumerate() {
-                    if j != i {
-                        self.require(r)?;
-                    }
-                }
-                let h = regions[i];
-                if h.size() > self.small && !self.facts.contains_key(&h) {
-                    match self.reply(&h, others)? {
-                        Some(m) => root_reply = Some((h, m)),
-                        None => unreachable!("a region of value above t has a move to t"),
-                    }
-                }
+        if solution.nimber.is_none() {
+            // The first player wins: a move of the largest region to the XOR of the others.
+            if let Some(m) = self.reply(largest, x)? {
+                let reply = (!self.is_known(largest)).then_some((*largest, m));
+                return self.certify(board, Claim::FirstPlayerWins, reply);
             }
         }
-        Ok(self.certificate(board, claim, root_reply))
+        let v = self.value(largest)?;
+        self.require(largest)?;
+        self.certify(board, Claim::Nimber(v ^ x), None)
+    }
+
+    /// [`Prover::certificate`], proving again (with the solver) each imported fact found
+    /// to lack a reply it needs: a fact sent with a result the coordinator did not keep.
+    fn certify(&mut self, board: &Board, claim: Claim, reply: Option<(Shape, u16)>) -> Res<Certificate> {
+        loop {
+            match self.certificate(board, claim, reply) {
+                Ok(c) => return Ok(c),
+                Err(Incomplete(s)) => {
+                    self.facts.remove(&s);
+                    self.replies.retain(|(r, _), _| *r != s);
+                    self.require(&s)?;
+                }
+            }
+        }
+    }
+
+    /// Proves that region `s` has its value (the proof of a cluster unit that asked for a
+    /// region's nimber or was answered "yes"); the facts go with the unit's result.
+    pub fn prove_value(&mut self, s: &Shape) -> Res<()> {
+        self.require(s)
+    }
+
+    /// Proves that region `s` does not have value `k` (a unit answered "no"): a move of
+    /// `s` into regions whose values XOR to `k`, or, when there is none, the value of `s`.
+    pub fn prove_not(&mut self, s: &Shape, k: u8) -> Res<()> {
+        if self.is_known(s) {
+            return Ok(());
+        }
+        match self.reply(s, k)? {
+            Some(_) => Ok(()),
+            None => self.require(s),
+        }
+    }
+
+    /// Makes the values of `values` known to the prover without asking the solver (what a
+    /// cluster's coordinator holds): they decide which facts and replies a proof uses,
+    /// never stand for facts themselves.
+    pub fn preload_values(&mut self, values: impl IntoIterator<Item = (Shape, u8)>) {
+        self.preloaded.extend(values);
+    }
+
+    /// The facts found since the last [`Proofs::sent`], with their replies, compressed:
+    /// what a worker sends with a unit's result for the coordinator to add to its own
+    /// prover ([`Prover::import`]). A unit's proof may rest on facts sent with earlier
+    /// results; the coordinator's assembly proves again what a lost result took with it.
+    pub fn export(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_varint(&mut out, self.unsent.len() as u128);
+        for s in &self.unsent {
+            let p = &self.facts[s];
+            out.extend_from_slice(&[s.h, s.w]);
+            put_varint(&mut out, s.cells);
+            out.push(p.value);
+            put_varint(&mut out, p.replies.len() as u128);
+            for &(k, m) in &p.replies {
+                put_varint(&mut out, k as u128);
+                put_varint(&mut out, m as u128);
+            }
+        }
+        zstd::bulk::compress(&out, 3).expect("compressing to memory")
+    }
+
+    /// What this prover knows, to be handed to the next one ([`Prover::with_proofs`]):
+    /// a worker keeps it across units, so that the facts its units share are proved once.
+    pub fn into_proofs(self) -> Proofs {
+        Proofs { small: self.small, facts: self.facts, replies: self.replies, unsent: self.unsent }
+    }
+
+    /// Adds the facts of an [`Prover::export`]; returns how many were new. Refuses bytes
+    /// that do not decode, regions that are not canonical, and a value other than the one
+    /// already held for a region (one of the two proofs is false).
+    pub fn import(&mut self, bytes: &[u8]) -> Result<usize, String> {
+        let raw = zstd::bulk::decompress(bytes, MAX_PROOF_BYTES)
+            .map_err(|e| format!("the proof does not decompress: {e}"))?;
+        let mut r = Reader { bytes: &raw, at: 0 };
+        let n = r.varint()?;
+        let mut new = 0;
+        for _ in 0..n {
+            let (h, w) = (r.byte()?, r.byte()?);
+            let shape = Shape { h, w, cells: r.varint()? };
+            let value = r.byte()?;
+            if !shape.is_canonical_region() || value as u32 > shape.size() / 2 {
+                return Err(format!(
+                    "the proof states *{value} of {}, which is no canonical region of that value",
+                    shape.name()
+                ));
+            }
+            let count = r.varint()?;
+            let moves = shape.moves().len() as u128;
+            let mut replies = Vec::new();
+            for _ in 0..count {
+                let (k, m) = (r.varint()?, r.varint()?);
+                if k >= moves || m >= moves {
+                    return Err(format!("a reply of {} names move {k}/{m} of {moves}", shape.name()));
+                }
+                replies.push((k as u16, m as u16));
+            }
+            match self.facts.get(&shape) {
+                Some(held) if held.value != value => {
+                    return Err(format!("the proof states *{value} of {}, another *{}", shape.name(), held.value));
+                }
+                Some(_) => {}
+                None => {
+                    self.facts.insert(shape, Proven { value, replies });
+                    new += 1;
+                }
+            }
+        }
+        if r.at != raw.len() {
+            return Err("bytes after the last fact of the proof".into());
+        }
+        Ok(new)
     }
 
     /// The certificate of the facts the proof consults, with hints numbered against the
@@ -108,25 +295,48 @@ impl<'a> Prover<'a> {
     /// needed until another path gave it a fact of its own) are left out, which changes
     /// nothing the checker sees; so every fact left is needed, and dropping any one
     /// breaks the proof.
-    fn certificate(&self, board: &Board, claim: Claim, root_reply: Option<(Shape, u16)>) -> Certificate {
-        let mut queue: Vec<Shape> = Vec::new();
-        let consult = |rs: &[Shape], queue: &mut Vec<Shape>| {
-            queue.extend(rs.iter().filter(|r| self.facts.contains_key(r)));
-        };
+    fn certificate(
+        &self,
+        board: &Board,
+        claim: Claim,
+        root_reply: Option<(Shape, u16)>,
+    ) -> Result<Certificate, Incomplete> {
         let (rows, cols) = (board.rows(), board.cols());
         let mut roots = Vec::new();
         components(rows, cols, board.empty(), |c| roots.push(Shape::of(rows, cols, c)));
-        consult(&roots, &mut queue);
         let mut hints = Vec::new();
         // The root needs its hint only if its region still has no fact.
         let root_hints = match root_reply {
             Some((h, m)) if !self.facts.contains_key(&h) => {
                 hints.push(m as u32);
-                consult(&h.after(h.moves()[m as usize]), &mut queue);
+                roots.extend(h.after(h.moves()[m as usize]));
                 0..1
             }
             _ => 0..0,
         };
+        let kept = self.closure(&roots)?;
+        let mut shapes: Vec<Shape> = kept.keys().copied().collect();
+        shapes.sort();
+        let facts = shapes
+            .into_iter()
+            .map(|s| {
+                let start = hints.len();
+                hints.extend_from_slice(&kept[&s]);
+                Fact { shape: s, value: self.facts[&s].value, hints: start..hints.len() }
+            })
+            .collect();
+        Ok(Certificate { rows, cols, empty: board.empty(), claim, small: self.small, root_hints, facts, hints })
+    }
+
+    /// The facts a check starting from the regions `roots` consults, each with its hints
+    /// numbered against the facts held: the walk the checker makes (every option's regions,
+    /// and for an option with one region without a fact, the regions of the reply).
+    fn closure(&self, roots: &[Shape]) -> Result<HashMap<Shape, Vec<u32>, ShapeHash>, Incomplete> {
+        let mut queue: Vec<Shape> = Vec::new();
+        let consult = |rs: &[Shape], queue: &mut Vec<Shape>| {
+            queue.extend(rs.iter().filter(|r| self.facts.contains_key(r)));
+        };
+        consult(roots, &mut queue);
         let mut kept: HashMap<Shape, Vec<u32>, ShapeHash> = HashMap::default();
         while let Some(s) = queue.pop() {
             if kept.contains_key(&s) {
@@ -141,24 +351,19 @@ impl<'a> Prover<'a> {
                 consult(&regions, &mut queue);
                 let mut unknown = regions.iter().filter(|r| !self.is_known(r));
                 if let (Some(h), None) = (unknown.next(), unknown.next()) {
-                    let reply = chosen.expect("an option whose region has no fact had one when proved");
-                    own.push(reply as u32);
-                    consult(&h.after(h.moves()[reply as usize]), &mut queue);
+                    // An option whose region has no fact had a reply when it was proved
+                    // (an imported proof may lack it, or name no move: a broken proof).
+                    let moves = h.moves();
+                    let Some(&m) = chosen.and_then(|c| moves.get(c as usize)) else {
+                        return Err(Incomplete(s));
+                    };
+                    own.push(chosen.expect("checked above") as u32);
+                    consult(&h.after(m), &mut queue);
                 }
             }
             kept.insert(s, own);
         }
-        let mut shapes: Vec<Shape> = kept.keys().copied().collect();
-        shapes.sort();
-        let facts = shapes
-            .into_iter()
-            .map(|s| {
-                let start = hints.len();
-                hints.extend_from_slice(&kept[&s]);
-                Fact { shape: s, value: self.facts[&s].value, hints: start..hints.len() }
-            })
-            .collect();
-        Certificate { rows, cols, empty: board.empty(), claim, small: self.small, root_hints, facts, hints }
+        Ok(kept)
     }
 
     /// True when the checker will know the region's value: it has a fact or is small.
@@ -181,8 +386,8 @@ impl<'a> Prover<'a> {
 
     /// The value of a region, by search if need be.
     fn value(&mut self, s: &Shape) -> Res<u8> {
-        if let Some(p) = self.facts.get(s) {
-            return Ok(p.value);
+        if let Some(v) = self.facts.get(s).map(|p| p.value).or_else(|| self.preloaded.get(s).copied()) {
+            return Ok(v);
         }
         let (parts, mut x) = Self::parts(s);
         for p in parts {
@@ -193,8 +398,8 @@ impl<'a> Prover<'a> {
 
     /// The value of a region when the solver knows it without search.
     fn known_value(&self, s: &Shape) -> Option<u8> {
-        if let Some(p) = self.facts.get(s) {
-            return Some(p.value);
+        if let Some(v) = self.facts.get(s).map(|p| p.value).or_else(|| self.preloaded.get(s).copied()) {
+            return Some(v);
         }
         let (parts, x) = Self::parts(s);
         parts.iter().try_fold(x, |x, p| self.solver.bounds(p).value().map(|v| x ^ v))
@@ -312,6 +517,7 @@ impl<'a> Prover<'a> {
             }
         }
         self.facts.insert(*s, Proven { value: v, replies });
+        self.unsent.push(*s);
         Ok(())
     }
 }
@@ -331,8 +537,10 @@ mod tests {
     fn certified(spec: &str, small: u32, outcome_only: bool) -> (Certificate, u8) {
         let board = Board::parse(spec).unwrap();
         let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        let mode = if outcome_only { Mode::Outcome } else { Mode::Nimber };
+        let solution = solver.solve(&board, mode).unwrap();
         let v = solver.solve(&board, Mode::Nimber).unwrap().nimber.unwrap();
-        let cert = Prover::new(&mut solver, small).prove(&board, outcome_only).unwrap();
+        let cert = Prover::new(&mut solver, small).prove(&board, &solution).unwrap();
         (cert, v)
     }
 
@@ -347,6 +555,39 @@ mod tests {
                 assert_eq!(checked.facts as usize, cert.facts.len());
             }
         }
+    }
+
+    #[test]
+    fn proofs_of_parts_assemble_into_a_certificate() {
+        // As a cluster does: separate provers (workers) prove the regions of the root's
+        // options, and one prover (the coordinator) imports their proofs and proves the root.
+        let board = Board::parse("4x5").unwrap();
+        let fresh = || Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        let root = Shape::of(4, 5, board.empty());
+        let mut parts = Vec::new();
+        for m in root.moves() {
+            for r in root.after(m) {
+                let mut s = fresh();
+                let mut p = Prover::new(&mut s, 4);
+                p.prove_value(&r).unwrap();
+                parts.push(p.export());
+            }
+        }
+        let mut s = fresh();
+        let solution = s.solve(&board, Mode::Nimber).unwrap();
+        let mut top = Prover::new(&mut s, 4);
+        let new: usize = parts.iter().map(|b| top.import(b).unwrap()).sum();
+        assert!(new > 10 && top.import(&parts[0]).unwrap() == 0, "{new} new facts, the second time none");
+        let cert = top.prove(&board, &solution).unwrap();
+        assert_eq!(cram_certificate::check(&cert.to_bytes(), 1).unwrap().claim, Claim::Nimber(2));
+        // A proof that contradicts one held, or is not one, is refused.
+        let r = root.after(root.moves()[0])[0];
+        let mut s = fresh();
+        let mut liar = Prover::new(&mut s, 4);
+        liar.prove_value(&r).unwrap();
+        liar.facts.get_mut(&r).unwrap().value ^= 1;
+        assert!(top.import(&liar.export()).unwrap_err().contains("another"));
+        assert!(top.import(b"not a proof").is_err());
     }
 
     #[test]

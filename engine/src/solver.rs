@@ -874,13 +874,28 @@ fn cancel_pairs(parts: &mut [AnyRegion]) -> usize {
 /// The regions of a board that need search, and the XOR of the values of the others
 /// (fewer than four cells). Congruent pairs cancel.
 pub fn board_regions(board: &Board) -> (Vec<AnyRegion>, u8) {
+    regions_of(board, false)
+}
+
+/// [`board_regions`] without the reductions: the plain 4-connected components, as
+/// certificates state their facts (no tufts pruned, no bridges removed, no blocks cut).
+pub fn plain_board_regions(board: &Board) -> (Vec<AnyRegion>, u8) {
+    regions_of(board, true)
+}
+
+fn regions_of(board: &Board, plain: bool) -> (Vec<AnyRegion>, u8) {
     let mut xor = 0;
     let mut out = Vec::new();
-    for_each_part(board.empty(), board.cols(), None, &mut |c: u128| match c.count_ones() {
+    let mut add = |c: u128| match c.count_ones() {
         0 | 1 => {}
         2 | 3 => xor ^= 1,
         _ => out.push(normalize(c, board.cols())),
-    });
+    };
+    if plain {
+        crate::region::for_each_component(board.empty(), board.cols(), add);
+    } else {
+        for_each_part(board.empty(), board.cols(), None, &mut add);
+    }
     let len = cancel_pairs(&mut out);
     out.truncate(len);
     (out, xor)

@@ -100,8 +100,8 @@ fn solver(pairing: bool, db: bool) -> Solver {
 /// Solves, proves and checks `board`; returns the certificate and the claim checked.
 fn certify(s: &mut Solver, board: &Board, small: u32, outcome_only: bool) -> (Certificate, Claim) {
     let mode = if outcome_only { Mode::Outcome } else { Mode::Nimber };
-    s.solve(board, mode).unwrap();
-    let cert = Prover::new(s, small).prove(board, outcome_only).unwrap();
+    let solution = s.solve(board, mode).unwrap();
+    let cert = Prover::new(s, small).prove(board, &solution).unwrap();
     let checked = check(&cert.to_bytes(), 2).unwrap_or_else(|e| panic!("{}: {e}", board.rows_string()));
     assert_eq!(checked.claim, cert.claim);
     (cert, checked.claim)

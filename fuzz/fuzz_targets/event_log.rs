@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(at as usize <= data.len());
     }
     let board = Board::parse("3x7").expect("a board");
-    let top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 1);
+    let top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 1, false);
     let checks = Checks { trust_after: 2, sample_one_in: 3 };
     let mut sched = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), checks);
     sched.replay(&read.replay.events);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 fuzz_target!(|data: &[u8]| {
     let board = Board::parse("3x7").expect("a board");
-    let top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 1);
+    let top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 1, false);
     let mut sched =
         Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), Checks { trust_after: 1, sample_one_in: 2 });
     let t0 = Instant::now();

@@ -18,7 +18,7 @@ pub mod pb {
 }
 
 /// Bumped on every incompatible change of `cram.proto` or of what a unit means.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The build a worker must match: same package version and engine, so that both sides
 /// agree on canonical forms and on what a search does.

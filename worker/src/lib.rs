@@ -16,7 +16,9 @@
 pub mod cache;
 
 use crate::cache::Cache;
+use cram_certificate::Shape;
 use cram_engine::facts::Facts;
+use cram_engine::proof::{Proofs, Prover};
 use cram_engine::region::AnyRegion;
 use cram_engine::solver::SharedTables;
 use cram_engine::{Config, DbSet, Interrupted, Solution, Solver};
@@ -100,6 +102,8 @@ struct Registration {
     id: String,
     heartbeat: Duration,
     pairing: bool,
+    /// The job is certified: results carry proofs with facts on regions above this size.
+    certificate_small: Option<u32>,
 }
 
 /// A unit being searched: what the heartbeat reports and how it stops it.
@@ -172,6 +176,7 @@ impl Shared {
                         id: r.worker_id,
                         heartbeat: Duration::from_millis(r.heartbeat_millis.max(50) as u64),
                         pairing: r.pairing,
+                        certificate_small: r.certificate_small,
                     };
                     *reg = Some(new.clone());
                     return Ok(new);
@@ -240,19 +245,21 @@ impl Shared {
     /// Submits a result, retrying until the coordinator has it. A result the coordinator
     /// rejects as invalid is dropped (and forgotten by the cache it may have come from) and
     /// its unit handed back, to be searched again.
-    async fn submit(&self, region: &AnyRegion, mut req: pb::SubmitRequest) -> Result<(), CallError> {
+    /// Sends a result until the coordinator answers; true when it recorded it (false: a
+    /// duplicate, or refused).
+    async fn submit(&self, region: &AnyRegion, mut req: pb::SubmitRequest) -> Result<bool, CallError> {
         let mut backoff = Backoff::new();
         loop {
             req.worker_id = self.registration().await?.id;
             match self.client.clone().submit(req.clone()).await {
-                Ok(_) => return Ok(()),
+                Ok(r) => return Ok(r.into_inner().recorded),
                 Err(e) if e.code() == Code::InvalidArgument => {
                     tracing::error!(unit = %req.unit_id, "the coordinator rejected a result: {}", e.message());
                     if let Some(c) = &self.cache {
                         c.forget(region);
                     }
                     self.release(vec![req.unit_id], false).await;
-                    return Ok(());
+                    return Ok(false);
                 }
                 Err(e) => self.handle(e, &req.worker_id, &mut backoff).await?,
             }
@@ -406,7 +413,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
     // A thread's own table, unless the threads share one (which replaces it at once).
     let own_table =
         if shared.settings.shared.is_some() { 0 } else { shared.settings.tt_bytes / shared.settings.threads.max(1) };
-    let mut engine: Option<(bool, Solver)> = None;
+    let mut engine: Option<(bool, Searcher)> = None;
     loop {
         if shared.stopping() {
             return Ok(());
@@ -441,7 +448,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
             }
         };
         // The job's engine settings decide the solver (a new job may change them).
-        let solver = match engine.take() {
+        let searcher = match engine.take() {
             Some((pairing, s)) if pairing == reg.pairing => s,
             _ => {
                 let mut s =
@@ -449,35 +456,53 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
                 if let Some(t) = &shared.settings.shared {
                     s.set_shared(t);
                 }
-                s
+                Searcher { solver: s, proofs: None }
             }
         };
-        let (solver, outcome) = answer(&shared, solver, &unit, region, query, index).await;
-        engine = Some((reg.pairing, solver));
+        let (searcher, outcome) = answer(&shared, searcher, &unit, region, query, index, reg.certificate_small).await;
+        engine = Some((reg.pairing, searcher));
         if let Some(damage) = shared.settings.dbs.damage() {
             shared.release(vec![unit.unit_id.clone()], true).await;
             return Err(WorkerError::Database(damage.to_string()));
         }
         let Some(req) = outcome else { continue };
+        let proved = !req.proof.is_empty();
         match shared.submit(&region, req).await {
-            Ok(()) => {}
+            // The coordinator keeps the proof's facts: later proofs need not carry them.
+            Ok(true) if proved => {
+                if let Some((_, Searcher { proofs: Some(p), .. })) = engine.as_mut() {
+                    p.sent();
+                }
+            }
+            Ok(_) => {}
             Err(CallError::Stopped) => return Ok(()),
             Err(CallError::Fatal(e)) => return Err(e),
         }
     }
 }
 
-/// Answers a unit from the cache or by search; `None` when it was cancelled.
+/// A search thread's solver (its table kept from unit to unit) and, in a certified job,
+/// the facts its earlier units' proofs found.
+struct Searcher {
+    solver: Solver,
+    proofs: Option<Proofs>,
+}
+
+/// Answers a unit from the cache or by search; `None` when it was cancelled. In a
+/// certified job (`certificate_small`) the answer is proved after the search and the
+/// cache is not used (a cached answer has no proof).
 async fn answer(
     shared: &Arc<Shared>,
-    mut solver: Solver,
+    searcher: Searcher,
     unit: &pb::Unit,
     region: AnyRegion,
     query: Query,
     thread: usize,
-) -> (Solver, Option<pb::SubmitRequest>) {
+    certificate_small: Option<u32>,
+) -> (Searcher, Option<pb::SubmitRequest>) {
+    let Searcher { mut solver, mut proofs } = searcher;
     let started = Instant::now();
-    let submit = |facts: Facts, finished: bool, nodes: u64, from_cache: bool| pb::SubmitRequest {
+    let submit = |facts: Facts, finished: bool, nodes: u64, from_cache: bool, proof: Vec<u8>| pb::SubmitRequest {
         worker_id: String::new(),
         unit_id: unit.unit_id.clone(),
         attempt: unit.attempt,
@@ -487,13 +512,14 @@ async fn answer(
         nodes,
         millis: started.elapsed().as_millis() as u64,
         from_cache,
+        proof,
     };
-    if let Some(cache) = &shared.cache {
+    if let Some(cache) = shared.cache.as_ref().filter(|_| certificate_small.is_none()) {
         let known = cache.get(&region);
         if query.answered_by(known) {
             tracing::debug!(unit = %unit.unit_id, "answered from the cache");
             shared.summary.lock().expect("summary lock").from_cache += 1;
-            return (solver, Some(submit(known, true, 0, true)));
+            return (Searcher { solver, proofs }, Some(submit(known, true, 0, true, Vec::new())));
         }
     }
     let nodes = Arc::new(AtomicU64::new(0));
@@ -506,7 +532,7 @@ async fn answer(
     }
     tracing::debug!(unit = %unit.unit_id, attempt = unit.attempt, thread, "unit started");
     let budget = if unit.node_budget == 0 { u64::MAX } else { unit.node_budget };
-    let (solver, result, spent) = tokio::task::spawn_blocking(move || {
+    let (solver, proofs, result, spent) = tokio::task::spawn_blocking(move || {
         let before = solver.nodes();
         let progress = nodes.clone();
         solver.set_cancel(cancel);
@@ -524,9 +550,19 @@ async fn answer(
                 }
             }),
         };
-        let spent = solver.nodes() - before;
         let result = result.map(|b| b.merge(solver.bounds(&region)));
-        (solver, result, spent)
+        // The proof, by the same solver (its table knows what the search learnt), with no
+        // budget: the answer is found, and a result without its proof is of no use here.
+        let proof = match (&result, certificate_small) {
+            (Ok(facts), Some(small)) => {
+                solver.set_budget(u64::MAX);
+                prove_unit(&mut solver, &mut proofs, &region, *facts, query, small)
+            }
+            _ => Ok(Vec::new()),
+        };
+        let spent = solver.nodes() - before;
+        let result = result.and_then(|facts| proof.map(|p| (facts, p)));
+        (solver, proofs, result, spent)
     })
     .await
     .expect("the search thread does not panic");
@@ -546,28 +582,59 @@ async fn answer(
         }
     }
     match result {
-        Ok(facts) => {
-            tracing::debug!(unit = %unit.unit_id, nodes = spent, ms = started.elapsed().as_millis() as u64, "unit finished");
+        Ok((facts, proof)) => {
+            tracing::debug!(unit = %unit.unit_id, nodes = spent, ms = started.elapsed().as_millis() as u64, proof_bytes = proof.len(), "unit finished");
             if let Some(c) = &shared.cache {
                 c.put(&region, facts).await;
             }
-            (solver, Some(submit(facts, true, spent, false)))
+            (Searcher { solver, proofs }, Some(submit(facts, true, spent, false, proof)))
         }
         Err(Interrupted::Budget) => {
             let facts = solver.bounds(&region);
             tracing::debug!(unit = %unit.unit_id, nodes = spent, "unit ran out of budget");
-            (solver, Some(submit(facts, false, spent, false)))
+            (Searcher { solver, proofs }, Some(submit(facts, false, spent, false, Vec::new())))
         }
         Err(Interrupted::Cancelled) => {
             tracing::debug!(unit = %unit.unit_id, nodes = spent, "unit cancelled");
-            (solver, None)
+            (Searcher { solver, proofs }, None)
         }
         Err(Interrupted::Database) => {
             tracing::error!(unit = %unit.unit_id, "a database is damaged: {}", shared.settings.dbs.damage().unwrap_or("?"));
-            (solver, None)
+            (Searcher { solver, proofs }, None)
         }
     }
 }
+
+/// The proof of a unit's answer (the region's value, or that it is not the value asked),
+/// as a prover export for the coordinator to assemble into the job's certificate.
+///
+/// `proofs`: what the thread's earlier units proved (their shared facts are proved once);
+/// dropped when it grows past [`MAX_KEPT_FACTS`].
+fn prove_unit(
+    solver: &mut Solver,
+    proofs: &mut Option<Proofs>,
+    region: &AnyRegion,
+    answer: Facts,
+    query: Query,
+    small: u32,
+) -> Result<Vec<u8>, Interrupted> {
+    let (h, w) = region.dims();
+    let shape = Shape::of(h, w, region.dense());
+    let mut prover = match proofs.take() {
+        Some(p) if p.len() < MAX_KEPT_FACTS => Prover::with_proofs(solver, small, p),
+        _ => Prover::new(solver, small),
+    };
+    match query {
+        Query::IsValue(k) if answer.value() != Some(k) => prover.prove_not(&shape, k)?,
+        _ => prover.prove_value(&shape)?,
+    }
+    let bytes = prover.export();
+    *proofs = Some(prover.into_proofs());
+    Ok(bytes)
+}
+
+/// Facts a search thread keeps from its earlier units' proofs before it starts afresh.
+const MAX_KEPT_FACTS: usize = 4 << 20;
 
 /// Reports progress of the units being searched and stops those the coordinator cancels.
 async fn heartbeat_loop(shared: Arc<Shared>) -> Result<(), WorkerError> {
