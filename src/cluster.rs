@@ -94,6 +94,19 @@ pub struct CoordinatorArgs {
     /// Write the address actually bound to FILE once serving.
     #[arg(long, value_name = "FILE")]
     pub port_file: Option<PathBuf>,
+    /// Serve the live status page (and /status.json, /metrics) over HTTP on ADDR.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Serve Prometheus metrics (/metrics) over HTTP on ADDR.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// Serve gRPC over TLS with this certificate (PEM, the chain from the server's own
+    /// certificate up); clients then use https:// and --tls-ca.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Do not use the half-turn pairing certificate (coordinator and workers).
     #[arg(long)]
     pub no_pairing: bool,
@@ -166,6 +179,11 @@ pub struct WorkerArgs {
     /// Protocol version to announce (for testing refusals).
     #[arg(long, hide = true)]
     pub announce_protocol: Option<u32>,
+    /// Serve Prometheus metrics (/metrics) over HTTP on ADDR (e.g. 0.0.0.0:9101).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    #[command(flatten)]
+    pub tls: TlsClientArgs,
     #[command(flatten)]
     pub db: DbArgs,
     #[command(flatten)]
@@ -191,6 +209,27 @@ pub struct StatusArgs {
     /// Print the status document as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Keep refreshing the status in the terminal every S seconds, until interrupted.
+    #[arg(long, value_name = "S", num_args = 0..=1, default_missing_value = "2", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub watch: Option<u64>,
+    #[command(flatten)]
+    pub tls: TlsClientArgs,
+}
+
+/// TLS for a client of the coordinator (worker, status, health).
+#[derive(Args, Clone, Debug)]
+pub struct TlsClientArgs {
+    /// The certificate authority (PEM) that signed the coordinator's TLS certificate; the
+    /// coordinator's address is then https://.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+/// Reads a PEM file named by `flag`, if given.
+fn read_pem(path: &Option<PathBuf>, flag: &str) -> Result<Option<Vec<u8>>, Failure> {
+    path.as_ref()
+        .map(|p| std::fs::read(p).map_err(|e| Failure::input(format!("{flag} {}: {e}", p.display()))))
+        .transpose()
 }
 
 /// Arguments of `cram health`.
@@ -202,6 +241,8 @@ pub struct HealthArgs {
     /// Give up after this many seconds.
     #[arg(long, value_name = "S", default_value_t = 3)]
     pub timeout_secs: u64,
+    #[command(flatten)]
+    pub tls: TlsClientArgs,
 }
 
 /// Settings of `cram solve --workers N`.
@@ -250,7 +291,9 @@ fn read_token(path: &Option<PathBuf>) -> Result<Option<String>, Failure> {
 fn coord_failure(e: CoordError) -> Failure {
     use cram_coordinator::store::StoreError;
     match e {
-        CoordError::Store(StoreError::OtherJob { .. } | StoreError::Locked { .. }) => Failure::input(e),
+        CoordError::Store(StoreError::OtherJob { .. } | StoreError::Locked { .. }) | CoordError::Tls(_) => {
+            Failure::input(e)
+        }
         CoordError::Store(StoreError::Corrupt { .. }) => Failure::database(e),
         e => Failure::runtime(e),
     }
@@ -313,6 +356,10 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
         state_dir: a.state.clone(),
         answered: None,
         certificate: a.certificate.target(),
+        tls: match (read_pem(&a.tls_cert, "--tls-cert")?, read_pem(&a.tls_key, "--tls-key")?) {
+            (Some(c), Some(k)) => Some((c, k)),
+            _ => None,
+        },
     };
     let rt = runtime()?;
     let finished = rt.block_on(async {
@@ -323,7 +370,21 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
             let addr = listener.local_addr().map_err(Failure::runtime)?;
             write_atomically(p, &addr.to_string())?;
         }
-        cram_coordinator::run(settings, listener, signalled()).await.map_err(coord_failure)
+        let bind = |addr: &Option<String>, flag: &'static str| {
+            let addr = addr.clone();
+            async move {
+                match addr {
+                    None => Ok(None),
+                    Some(a) => tokio::net::TcpListener::bind(&a)
+                        .await
+                        .map(Some)
+                        .map_err(|e| Failure::input(format!("{flag} {a}: {e}"))),
+                }
+            }
+        };
+        let (http, metrics) = (bind(&a.http, "--http").await?, bind(&a.metrics, "--metrics").await?);
+        let listeners = cram_coordinator::Listeners { grpc: listener, http, metrics };
+        cram_coordinator::run(settings, listeners, signalled()).await.map_err(coord_failure)
     })?;
     print_record(&record(&a.job, &board, &finished), a.json);
     Ok(())
@@ -372,6 +433,14 @@ pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
         build: cram_proto::BUILD_ID.to_string(),
         progress: Duration::from_secs(a.progress_secs),
         shared: cram_worker::shared_tables(threads, tt_bytes),
+        metrics: a
+            .metrics
+            .as_ref()
+            .map(|m| {
+                m.parse().map_err(|e| Failure::input(format!("--metrics {m}: {e} (an address like 0.0.0.0:9101)")))
+            })
+            .transpose()?,
+        tls_ca: read_pem(&a.tls.tls_ca, "--tls-ca")?,
     };
     let summary = runtime()?.block_on(cram_worker::run(settings, signalled())).map_err(worker_failure)?;
     if let Some(d) = summary.done {
@@ -384,21 +453,48 @@ pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
 /// Runs `cram status`.
 pub fn run_status(a: &StatusArgs) -> Result<(), Failure> {
     let token = read_token(&a.token_file)?;
-    let json = runtime()?.block_on(async {
-        let mut client = cram_proto::connect(&a.coordinator, token.as_deref()).await.map_err(Failure::runtime)?;
-        let reply = client.status(cram_proto::pb::StatusRequest {}).await.map_err(|e| match e.code() {
-            tonic::Code::Unauthenticated => Failure { code: 4, message: format!("refused: {}", e.message()) },
-            _ => Failure::runtime(format!("status: {}", e.message())),
-        })?;
-        Ok::<_, Failure>(reply.into_inner().json)
-    })?;
-    if a.json {
-        println!("{json}");
+    let ca = read_pem(&a.tls.tls_ca, "--tls-ca")?;
+    let fetch = || {
+        runtime()?.block_on(async {
+            let mut client =
+                cram_proto::connect(&a.coordinator, token.as_deref(), ca.as_deref()).await.map_err(|e| {
+                    match cram_proto::tls_mismatch_in(&e, &a.coordinator) {
+                        Some(why) => Failure { code: 4, message: why },
+                        None => Failure::runtime(e),
+                    }
+                })?;
+            let reply = client.status(cram_proto::pb::StatusRequest {}).await.map_err(|e| {
+                match (e.code(), cram_proto::tls_mismatch(&e, &a.coordinator)) {
+                    (_, Some(why)) => Failure { code: 4, message: why },
+                    (tonic::Code::Unauthenticated, _) => {
+                        Failure { code: 4, message: format!("refused: {}", e.message()) }
+                    }
+                    _ => Failure::runtime(format!("status: {}", e.message())),
+                }
+            })?;
+            Ok::<_, Failure>(reply.into_inner().json)
+        })
+    };
+    let Some(every) = a.watch else {
+        let json = fetch()?;
+        if a.json {
+            println!("{json}");
+        } else {
+            let v: serde_json::Value = serde_json::from_str(&json).map_err(Failure::runtime)?;
+            print!("{}", status_text(&v));
+        }
         return Ok(());
+    };
+    loop {
+        // Clear the screen and go home, then the status; a failed fetch is shown, not fatal.
+        let shown = match fetch() {
+            Ok(json) if a.json => json + "\n",
+            Ok(json) => serde_json::from_str(&json).map(|v| status_text(&v)).map_err(Failure::runtime)?,
+            Err(f) => format!("{}: {}\n", a.coordinator, f.message),
+        };
+        println!("\x1b[2J\x1b[H{shown}(refreshed every {every} s; Ctrl-C to stop)");
+        std::thread::sleep(Duration::from_secs(every));
     }
-    let v: serde_json::Value = serde_json::from_str(&json).map_err(Failure::runtime)?;
-    print!("{}", status_text(&v));
-    Ok(())
 }
 
 /// The status document as a few lines for people.
@@ -469,14 +565,12 @@ fn status_text(v: &serde_json::Value) -> String {
 pub fn run_health(a: &HealthArgs) -> Result<(), Failure> {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
-    let url = format!("http://{}", a.addr);
+    let ca = read_pem(&a.tls.tls_ca, "--tls-ca")?;
+    let url = format!("{}://{}", if ca.is_some() { "https" } else { "http" }, a.addr);
     let status = runtime()?.block_on(async {
         let check = async {
-            let channel = tonic::transport::Endpoint::from_shared(url.clone())
-                .map_err(|e| e.to_string())?
-                .connect()
-                .await
-                .map_err(|e| e.to_string())?;
+            let channel =
+                cram_proto::endpoint(&url, ca.as_deref())?.connect().await.map_err(|e| cram_proto::why(&e))?;
             let reply = HealthClient::new(channel)
                 .check(HealthCheckRequest { service: String::new() })
                 .await
@@ -538,6 +632,7 @@ pub fn solve_with_workers(
         state_dir,
         answered: Some(stop_tx.clone()),
         certificate: certificate.target(),
+        tls: None,
     };
     let result = runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;
@@ -558,13 +653,15 @@ pub fn solve_with_workers(
                 build: cram_proto::BUILD_ID.to_string(),
                 progress: Duration::from_secs(120),
                 shared: shared.clone(),
+                metrics: None,
+                tls_ca: None,
             };
             let mut stop = stop_rx.clone();
             workers.push(tokio::spawn(cram_worker::run(settings, async move {
                 let _ = stop.wait_for(|s| *s).await;
             })));
         }
-        let finished = cram_coordinator::run(settings, listener, signalled()).await;
+        let finished = cram_coordinator::run(settings, cram_coordinator::Listeners::grpc(listener), signalled()).await;
         stop_tx.send_replace(true);
         for w in workers {
             let _ = w.await;

@@ -93,14 +93,23 @@ pub fn default_db_dir() -> PathBuf {
 }
 
 fn main() -> ExitCode {
-    // Die quietly when the reader of our output goes away (`cram shapes 10 | head`), as
-    // command-line tools do, instead of panicking on a broken pipe.
-    #[cfg(unix)]
-    // SAFETY: setting a signal's disposition to the default before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = Cli::parse();
+    // Die quietly when the reader of our output goes away (`cram shapes 10 | head`), as
+    // command-line tools do, instead of panicking on a broken pipe. Not in the commands that
+    // talk over the network: there a peer that closes a socket would kill the process
+    // (writes of several buffers raise SIGPIPE), where it must see an error and carry on.
+    let networked = match &cli.command {
+        Command::Coordinator(_) | Command::Worker(_) | Command::Status(_) | Command::Health(_) => true,
+        Command::Solve(a) => a.cluster.workers.is_some(),
+        _ => false,
+    };
+    #[cfg(unix)]
+    if !networked {
+        // SAFETY: setting a signal's disposition to the default before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let result = match cli.command {
         Command::Solve(a) => solve::run_solve(&a),
         Command::Check(a) => check::run_check(&a),

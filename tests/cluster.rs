@@ -4,182 +4,13 @@
 //! Each answer is compared with the plain engine's (`cram solve`), and the event log is read
 //! back to check that no finished unit was recorded twice.
 
+mod common;
+use common::*;
+
 use serde_json::Value;
-use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-fn cram_cmd() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cram"));
-    c.env_remove("CRAM_DB_DIR").env("RUST_LOG", "info").env("NO_COLOR", "1");
-    c
-}
-
-fn cram(args: &[&str]) -> Output {
-    cram_cmd().args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cram-cluster-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// The engine's answers (`cram solve --json`) by spec.
-fn engine(specs: &[&str], extra: &[&str]) -> HashMap<String, (String, Value)> {
-    let mut args = vec!["solve", "--json", "--no-db"];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(specs);
-    let o = cram(&args);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    text(&o.stdout)
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            (v["spec"].as_str().unwrap().to_string(), (v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()))
-        })
-        .collect()
-}
-
-/// A coordinator process: its child, URL, state dir and log file.
-struct Coordinator {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-fn start_coordinator(dir: &Path, state: &Path, job: &str, extra: &[&str]) -> Coordinator {
-    let port_file = dir.join("port");
-    let _ = std::fs::remove_file(&port_file);
-    let n = std::fs::read_dir(dir).unwrap().count();
-    let log = dir.join(format!("coordinator-{n}.log"));
-    let mut args: Vec<String> =
-        ["coordinator", "--listen", "127.0.0.1:0", "--job", job, "--json", "--no-db", "--linger-secs", "6"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-    args.extend(["--state".into(), state.display().to_string(), "--port-file".into(), port_file.display().to_string()]);
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let child =
-        cram_cmd().args(&args).stdout(Stdio::piped()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !port_file.exists() {
-        assert!(Instant::now() < deadline, "coordinator did not start: {}", std::fs::read_to_string(&log).unwrap());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let addr = std::fs::read_to_string(&port_file).unwrap();
-    Coordinator { child, url: format!("http://{addr}"), log }
-}
-
-fn start_worker(dir: &Path, url: &str, extra: &[&str]) -> (Child, PathBuf) {
-    let n = std::fs::read_dir(dir).unwrap().count();
-    let log = dir.join(format!("worker-{n}.log"));
-    let mut args =
-        vec!["worker", "--coordinator", url, "--threads", "1", "--tt-mb", "256", "--no-db", "--progress-secs", "1"];
-    args.extend_from_slice(extra);
-    let child = cram_cmd().args(&args).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
-    (child, log)
-}
-
-/// Waits for a child with a deadline; kills it and fails when it overruns.
-fn wait(child: &mut Child, secs: u64, what: &str) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{what} did not finish within {secs} s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The coordinator's printed result: (outcome, nimber).
-fn result_of(c: Coordinator, secs: u64) -> (String, Value) {
-    let mut child = c.child;
-    let status = wait(&mut child, secs, "coordinator");
-    let mut out = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-    assert!(status.success(), "coordinator failed: {}", std::fs::read_to_string(&c.log).unwrap());
-    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out:?}"));
-    (v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone())
-}
-
-/// Result events of the event log.
-fn results(state: &Path) -> Vec<Value> {
-    events(state).into_iter().filter(|v| v["event"] == "result").collect()
-}
-
-/// Workers the log says were distrusted.
-fn distrusted(state: &Path) -> Vec<String> {
-    events(state)
-        .iter()
-        .filter(|v| v["event"] == "distrust")
-        .map(|v| v["worker"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// Every event of the log.
-fn events(state: &Path) -> Vec<Value> {
-    std::fs::read_to_string(state.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .collect()
-}
-
-/// Asserts that no unit was solved twice by honest workers: at most one finished result per
-/// unit that is not a spot check, from workers not distrusted.
-fn no_unit_solved_twice(state: &Path) {
-    let bad = distrusted(state);
-    let mut seen = HashMap::new();
-    for r in results(state) {
-        let honest = !bad.iter().any(|w| r["worker"] == w.as_str());
-        if r["finished"] == true && r["check"] != true && honest {
-            *seen.entry(r["unit"].as_str().unwrap().to_string()).or_insert(0) += 1;
-        }
-    }
-    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "units solved twice: {twice:?}");
-    assert!(!seen.is_empty(), "no results logged");
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-fn kill9(child: &mut Child) {
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
-
-fn sigterm(child: &Child) {
-    // SAFETY: sending a signal to a child process we own.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-}
-
-fn status_json(url: &str, extra: &[&str]) -> Value {
-    let mut args = vec!["status", "--coordinator", url, "--json"];
-    args.extend_from_slice(extra);
-    let o = cram(&args);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    serde_json::from_str(&text(&o.stdout)).unwrap()
-}
 
 /// The same answers as the engine on 24 boards and positions, through the in-process cluster
 /// (coordinator and two workers over loopback gRPC), at several split depths, with tiny
@@ -282,11 +113,10 @@ fn coordinator_killed_and_resumed() {
     let job = "5x8";
     let want = engine(&[job], &[]);
     let split = ["--split-depth", "3"];
-    let c = start_coordinator(&dir, &state, job, &split);
+    let mut c = start_coordinator(&dir, &state, job, &split);
     let (mut worker, wlog) = start_worker(&dir, &c.url, &[]);
     wait_for("some results", 120, || results(&state).len() >= 5);
-    let mut child = c.child;
-    kill9(&mut child);
+    kill9(&mut c.child);
     let before = results(&state).len();
     std::thread::sleep(Duration::from_millis(500));
     // Back on the same address, where the worker keeps calling.
@@ -299,27 +129,6 @@ fn coordinator_killed_and_resumed() {
     no_unit_solved_twice(&state);
     let wl = std::fs::read_to_string(wlog).unwrap();
     assert!(wl.contains("coordinator unreachable") || wl.contains("registering again"), "{wl}");
-}
-
-/// Starts a coordinator on a given address (to come back where workers expect it).
-fn restart_coordinator_on(dir: &Path, state: &Path, job: &str, addr: &str, extra: &[&str]) -> Coordinator {
-    let n = std::fs::read_dir(dir).unwrap().count();
-    let log = dir.join(format!("coordinator-{n}.log"));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut args = vec!["coordinator", "--listen", addr, "--job", job, "--json", "--no-db", "--linger-secs", "6"];
-        let s = state.display().to_string();
-        args.extend(["--state", &s]);
-        args.extend_from_slice(extra);
-        let mut child =
-            cram_cmd().args(&args).stdout(Stdio::piped()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        match child.try_wait().unwrap() {
-            None => return Coordinator { child, url: format!("http://{addr}"), log },
-            Some(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
-            Some(s) => panic!("coordinator restart failed ({s}): {}", std::fs::read_to_string(&log).unwrap()),
-        }
-    }
 }
 
 /// kill -9 a worker mid-unit: its unit is reissued when the lease expires and a restarted
@@ -402,7 +211,8 @@ fn wrong_token_and_version_are_refused() {
     let (mut w, wlog) = start_worker(&dir, &c.url, &["--token-file", &g, "--announce-protocol", "99"]);
     assert_eq!(wait(&mut w, 30, "worker with another protocol").code(), Some(4));
     let wl = std::fs::read_to_string(&wlog).unwrap();
-    assert!(wl.contains("protocol 99") && wl.contains("protocol 2"), "{wl}");
+    let ours = format!("protocol {}", cram_proto::PROTOCOL_VERSION);
+    assert!(wl.contains("protocol 99") && wl.contains(&ours), "{wl}");
     let o = cram(&["status", "--coordinator", &c.url, "--token-file", &b]);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
     assert!(results(&state).is_empty(), "refused calls changed nothing");
@@ -423,11 +233,10 @@ fn damaged_state_is_rebuilt_or_refused() {
     let state = dir.join("state");
     let job = "5x7";
     let want = engine(&[job], &[]);
-    let c = start_coordinator(&dir, &state, job, &["--split-depth", "3"]);
+    let mut c = start_coordinator(&dir, &state, job, &["--split-depth", "3"]);
     let (mut w, _) = start_worker(&dir, &c.url, &[]);
     wait_for("some results", 120, || results(&state).len() >= 5);
-    let mut child = c.child;
-    kill9(&mut child);
+    kill9(&mut c.child);
     kill9(&mut w);
     // Garbage over every file of the sled index.
     let mut damaged = 0;
@@ -467,34 +276,6 @@ fn damaged_state_is_rebuilt_or_refused() {
     assert!(text(&o.stderr).contains("damaged at line 3"), "{}", text(&o.stderr));
 }
 
-/// A coordinator run to its end on `state` (for runs that stop at once: refusals, a job
-/// already solved).
-fn coordinator_once(state: &Path, job: &str, extra: &[&str]) -> Output {
-    let mut args =
-        vec!["coordinator", "--listen", "127.0.0.1:0", "--state", state.to_str().unwrap(), "--job", job, "--no-db"];
-    args.extend_from_slice(extra);
-    cram(&args)
-}
-
-/// `(outcome, nimber)` of a printed JSON result.
-fn answer_of(stdout: &[u8]) -> (String, Value) {
-    let v: Value = serde_json::from_str(text(stdout).trim()).unwrap();
-    (v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone())
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// `cram solve --workers N --state DIR` is resumable: killed mid-run and run again, it
 /// finishes with the engine's answer without solving a finished unit twice.
 #[test]
@@ -527,7 +308,7 @@ async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String,
     use cram_engine::{Config, DbSet, Facts, Solver};
     use cram_proto::pb;
     use tonic::Code;
-    let mut client = cram_proto::client(&url, None).unwrap();
+    let mut client = cram_proto::client(&url, None, None).unwrap();
     let mut engine = Solver::new(&Config { tt_bytes: 64 << 20, pairing: true }, std::sync::Arc::new(DbSet::default()));
     let instance = format!("{:016x}", rand::random::<u64>());
     let id = format!("liar#{instance}");
@@ -706,11 +487,10 @@ fn a_certified_job_survives_a_kill_and_its_certificate_checks() {
     let want = engine(&[job], &[]);
     let c_arg = cert.display().to_string();
     let extra = ["--split-depth", "3", "--certificate", &c_arg];
-    let c = start_coordinator(&dir, &state, job, &extra);
+    let mut c = start_coordinator(&dir, &state, job, &extra);
     let (mut worker, _) = start_worker(&dir, &c.url, &[]);
     wait_for("some results", 120, || results(&state).len() >= 5);
-    let mut child = c.child;
-    kill9(&mut child);
+    kill9(&mut c.child);
     let proofs = std::fs::read_dir(state.join("proofs")).map_or(0, |d| d.count());
     assert!(proofs > 0, "results of a certified job carry proofs");
     let addr = c.url.trim_start_matches("http://").to_string();

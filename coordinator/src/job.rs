@@ -66,7 +66,27 @@ pub enum Request {
     },
     /// The status document, as JSON.
     Status(Reply<pb::StatusReply>),
+    /// The status document with the history of the run, as JSON (for the status page).
+    Page(oneshot::Sender<String>),
+    /// The Prometheus metrics, as text.
+    Metrics(oneshot::Sender<String>),
 }
+
+/// One point of the status page's chart.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Sample {
+    /// Seconds since this coordinator started.
+    pub secs: f64,
+    /// Units done by then.
+    pub done: u64,
+    /// Nodes per second then.
+    pub nodes_per_sec: f64,
+}
+
+/// How often the chart's history is sampled, and how many samples it keeps (then every
+/// other one is dropped and the interval doubles).
+const SAMPLE_EVERY: Duration = Duration::from_secs(2);
+const MAX_SAMPLES: usize = 1000;
 
 /// Memory of the transposition table of the coordinator's own searches.
 const SETTLE_TT_BYTES: usize = 256 << 20;
@@ -95,12 +115,26 @@ pub struct Job {
     settling: Option<Settling>,
     /// The solver of the coordinator's own searches, between them.
     solver: Option<Solver>,
+    /// The status page's chart, and the interval between its samples now.
+    history: Vec<Sample>,
+    sample_every: Duration,
 }
 
 impl Job {
     /// A job over a scheduler already brought up to date with the log.
     pub fn new(sched: Scheduler, store: Store, settings: Settings, started: Instant) -> Job {
-        Job { sched, store, settings, started, rate: 0.0, answered: None, settling: None, solver: None }
+        Job {
+            sched,
+            store,
+            settings,
+            started,
+            rate: 0.0,
+            answered: None,
+            settling: None,
+            solver: None,
+            history: Vec::new(),
+            sample_every: SAMPLE_EVERY,
+        }
     }
 
     /// Serves requests until the answer is known (and the linger period over), a fatal
@@ -127,6 +161,7 @@ impl Job {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut last_progress = Instant::now();
         let mut last_sample = (Instant::now(), 0u64);
+        let mut last_point = Instant::now() - SAMPLE_EVERY;
         let outcome = loop {
             let linger_end = self.answered.as_ref().map(|(_, t)| *t);
             let step = tokio::select! {
@@ -145,6 +180,10 @@ impl Job {
                         tracing::warn!(%unit, %worker, "lease expired without progress; reissuing the unit");
                     }
                     self.sample_rate(now, &mut last_sample);
+                    if now.duration_since(last_point) >= self.sample_every {
+                        last_point = now;
+                        self.sample_history();
+                    }
                     if now.duration_since(last_progress) >= self.settings.progress {
                         last_progress = now;
                         tracing::info!("{}", self.progress_line());
@@ -358,6 +397,15 @@ impl Job {
                 let json = serde_json::to_string(&status).expect("status serialises");
                 let _ = reply.send(Ok(pb::StatusReply { json }));
             }
+            Request::Page(reply) => {
+                let status = self.sched.status(&self.settings.spec, self.started.elapsed(), self.rate, now);
+                let mut v = serde_json::to_value(&status).expect("status serialises");
+                v["history"] = serde_json::to_value(&self.history).expect("samples serialise");
+                let _ = reply.send(v.to_string());
+            }
+            Request::Metrics(reply) => {
+                let _ = reply.send(self.metrics(now));
+            }
         }
         Ok(())
     }
@@ -446,6 +494,75 @@ impl Job {
                 Ok(Err(if disconnect { disconnected(&reason) } else { Status::invalid_argument(reason) }))
             }
         }
+    }
+
+    /// Adds a point to the chart's history, halving it when full.
+    fn sample_history(&mut self) {
+        if self.history.len() >= MAX_SAMPLES {
+            self.history = self.history.iter().step_by(2).copied().collect();
+            self.sample_every *= 2;
+        }
+        let done = self.sched.counters.done;
+        self.history.push(Sample { secs: self.started.elapsed().as_secs_f64(), done, nodes_per_sec: self.rate });
+    }
+
+    /// The Prometheus text (docs/cluster.md lists the metrics).
+    fn metrics(&mut self, now: Instant) -> String {
+        use cram_proto::metrics::Exposition;
+        let s = self.sched.status(&self.settings.spec, self.started.elapsed(), self.rate, now);
+        let c = &s.units.counters;
+        let mut e = Exposition::new();
+        let state = |st: &'static str| [("state", st)];
+        let (pending, leased, checking) = (state("pending"), state("leased"), state("checking"));
+        e.gauges(
+            "cram_units",
+            "Open units by state.",
+            &[
+                (&pending, s.units.pending as f64),
+                (&leased, s.units.leased as f64),
+                (&checking, s.units.checking as f64),
+            ],
+        );
+        let kind = |k: &'static str| [("kind", k)];
+        let kinds = [
+            kind("done"),
+            kind("split"),
+            kind("from_cache"),
+            kind("check"),
+            kind("duplicate"),
+            kind("cancelled"),
+            kind("released"),
+        ];
+        let values = [c.done, c.split, c.from_cache, c.checks, c.duplicates, c.cancelled, c.released];
+        let samples: Vec<(&[(&str, &str)], u64)> = kinds.iter().zip(values).map(|(k, v)| (&k[..], v)).collect();
+        e.counters("cram_unit_events_total", "Units answered, split, cancelled, … since the job began.", &samples);
+        e.counter(
+            "cram_results_refused_total",
+            "Results refused (contradicting held facts, or impossible).",
+            c.refused,
+        );
+        e.counter("cram_lease_expiries_total", "Leases that expired without a result.", c.expired);
+        e.counter("cram_settlements_total", "Regions the coordinator settled by its own search.", c.settled);
+        e.counter(
+            "cram_nodes_total",
+            "Search nodes of every result held and of the coordinator's own searches.",
+            s.nodes,
+        );
+        e.gauge(
+            "cram_nodes_per_second",
+            "Search speed over all workers, smoothed over about ten seconds.",
+            s.nodes_per_sec,
+        );
+        e.gauge("cram_workers", "Workers heard from recently.", s.workers.len() as f64);
+        e.gauge("cram_workers_distrusted", "Workers found wrong and disconnected.", s.distrusted.len() as f64);
+        e.gauge("cram_job_solved", "1 once the answer is known.", s.answer.is_some() as u8 as f64);
+        e.gauge("cram_eta_seconds", "Estimated seconds left (-1: unknown).", s.eta_secs.map_or(-1.0, |x| x as f64));
+        e.histogram(
+            "cram_log_append_seconds",
+            "Time to write and fsync one event of the log.",
+            self.store.fsync_latency(),
+        );
+        e.finish()
     }
 
     fn sample_rate(&mut self, now: Instant, last: &mut (Instant, u64)) {

@@ -10,6 +10,7 @@
 //!   is acknowledged; the state directory's lock.
 //! - [`job`]: the one task that owns the scheduler and the store, fed by typed requests.
 //! - [`service`]: the gRPC glue and the token check.
+//! - [`web`]: the status page, its JSON and the Prometheus metrics, over HTTP.
 //!
 //! [`run`] ties them together: it opens the state and replays its log, then serves until
 //! the root is decided (or a shutdown signal arrives), and returns the answer.
@@ -21,6 +22,7 @@ pub mod service;
 pub mod state;
 pub mod store;
 pub mod top;
+pub mod web;
 
 use crate::job::Job;
 use crate::service::{check_token, Service};
@@ -78,6 +80,8 @@ pub struct Settings {
     /// Certify the answer: workers send proofs with their results, and the certificate is
     /// written here at the end (docs/certificates.md).
     pub certificate: Option<CertificateTarget>,
+    /// Serve gRPC over TLS with this certificate (chain) and key, both PEM.
+    pub tls: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Where a certified job's certificate goes, and the size of the regions left to the
@@ -88,6 +92,24 @@ pub struct CertificateTarget {
     pub path: PathBuf,
     /// Regions of at most this many cells get no facts.
     pub small: u32,
+}
+
+/// Where the coordinator serves: gRPC for workers and clients, and optionally the status
+/// page (with `/status.json` and `/metrics`) and a listener for `/metrics` only.
+pub struct Listeners {
+    /// The gRPC service.
+    pub grpc: TcpListener,
+    /// The status page, its JSON and the metrics (`--http`).
+    pub http: Option<TcpListener>,
+    /// The metrics only (`--metrics`).
+    pub metrics: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Only the gRPC service.
+    pub fn grpc(listener: TcpListener) -> Listeners {
+        Listeners { grpc: listener, http: None, metrics: None }
+    }
 }
 
 /// A finished job.
@@ -127,6 +149,9 @@ pub enum CoordError {
     /// The server failed.
     #[error("gRPC server: {0}")]
     Serve(String),
+    /// The TLS certificate or key cannot be used.
+    #[error("TLS: the certificate or key cannot be used: {0}")]
+    Tls(String),
     /// The certificate could not be made (a proof is missing a fact it needs and the
     /// search for it failed, or the assembled certificate did not check).
     #[error("certificate: {0}")]
@@ -162,9 +187,19 @@ pub fn mode_name(mode: Mode) -> &'static str {
 /// Runs the job on `listener` until its answer is known or `shutdown` completes.
 pub async fn run(
     settings: Settings,
-    listener: TcpListener,
+    listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Finished, CoordError> {
+    let Listeners { grpc: listener, http, metrics } = listeners;
+    // TLS first: a certificate or key that cannot be used stops the coordinator before it
+    // touches its state.
+    let mut builder = tonic::transport::Server::builder();
+    if let Some((cert, key)) = &settings.tls {
+        let identity = tonic::transport::Identity::from_pem(cert, key);
+        builder = builder
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map_err(|e| CoordError::Tls(cram_proto::why(&e)))?;
+    }
     let started = Instant::now();
     let (mut store, replay) = Store::open(&settings.state_dir, &settings.job_record())?;
     let depth = match settings.split {
@@ -193,19 +228,38 @@ pub async fn run(
     let job = Job::new(sched, store, settings, started);
     let (requests, inbox) = tokio::sync::mpsc::channel(256);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let service = CoordinatorServer::with_interceptor(Service(requests), check_token(token));
+    let (web_stop, _) = tokio::sync::watch::channel(false);
+    let mut web = Vec::new();
+    for (listener, pages) in [(http, web::Pages::All), (metrics, web::Pages::Metrics)] {
+        let Some(listener) = listener else { continue };
+        if let Ok(addr) = listener.local_addr() {
+            let what = if pages == web::Pages::All { "the status page and metrics" } else { "metrics" };
+            tracing::info!(%addr, "serving {what} over HTTP");
+        }
+        let mut stop = web_stop.subscribe();
+        let stopped = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        web.push(tokio::spawn(web::serve(listener, pages, requests.clone(), stopped)));
+    }
+    let server = CoordinatorServer::new(Service(requests)).max_decoding_message_size(cram_proto::MAX_MESSAGE_BYTES);
+    let service = tonic::service::interceptor::InterceptedService::new(server, check_token(token));
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<CoordinatorServer<Service>>().await;
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(health_service)
-            .add_service(service)
-            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async {
-                let _ = stop_rx.await;
-            }),
-    );
+    let server = tokio::spawn(builder.add_service(health_service).add_service(service).serve_with_incoming_shutdown(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
     let outcome = job.run(inbox, shutdown, replay.done).await;
     let _ = stop_tx.send(());
+    web_stop.send_replace(true);
+    for w in web {
+        if let Ok(Err(e)) = w.await {
+            tracing::warn!("the HTTP server stopped with an error: {e}");
+        }
+    }
     match server.await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(CoordError::Serve(e.to_string())),

@@ -252,6 +252,8 @@ pub struct Store {
     index: sled::Db,
     facts: sled::Tree,
     splits: sled::Tree,
+    /// Time each append took to be written and fsynced.
+    fsync: cram_proto::metrics::Histogram,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -296,6 +298,7 @@ impl Store {
             facts: tree(&index, "facts", &index_path)?,
             splits: tree(&index, "splits", &index_path)?,
             index,
+            fsync: Default::default(),
         };
         Ok((store, replay))
     }
@@ -309,11 +312,18 @@ impl Store {
         }
         let mut file = self.log.try_clone().map_err(io_err(&path))?;
         let event = event.clone();
+        let started = std::time::Instant::now();
         let written = tokio::task::spawn_blocking(move || append_line(&mut file, &event))
             .await
             .expect("the log writer does not panic");
+        self.fsync.observe(started.elapsed().as_secs_f64());
         self.broken = written.is_err();
         written.map_err(io_err(&path))
+    }
+
+    /// How long appends took to be on disk (write and fsync).
+    pub fn fsync_latency(&self) -> &cram_proto::metrics::Histogram {
+        &self.fsync
     }
 
     /// Logs an accepted result and indexes it (a finished one's facts merged with what the

@@ -1,6 +1,7 @@
 //! The coordinator–worker protocol (`cram.proto`, gRPC via tonic/prost) and what both sides
 //! share: the protocol version, conversions between wire messages and engine types with
-//! validation of everything that arrives, unit names, and the bearer-token check.
+//! validation of everything that arrives, unit names, the bearer-token check, and the
+//! Prometheus text both sides serve ([`metrics`]).
 
 #![warn(missing_docs)]
 
@@ -11,6 +12,8 @@ use std::path::Path;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Status};
 
+pub mod metrics;
+
 /// Generated messages and service stubs.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod pb {
@@ -19,6 +22,10 @@ pub mod pb {
 
 /// Bumped on every incompatible change of `cram.proto` or of what a unit means.
 pub const PROTOCOL_VERSION: u32 = 3;
+
+/// The largest message either side accepts: a certified job's results carry proofs of
+/// many megabytes (gRPC's default limit is 4 MiB).
+pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
 /// The build a worker must match: same package version and engine, so that both sides
 /// agree on canonical forms and on what a search does.
@@ -172,24 +179,91 @@ pub type Client = pb::coordinator_client::CoordinatorClient<
     tonic::service::interceptor::InterceptedService<tonic::transport::Channel, AddToken>,
 >;
 
-fn endpoint(url: &str) -> Result<tonic::transport::Endpoint, String> {
-    Ok(tonic::transport::Endpoint::from_shared(url.to_string())
+/// The endpoint of a coordinator at `url`: plaintext for `http://`, TLS for `https://`
+/// with `tls_ca` (PEM) the certificate authority its certificate must be signed by.
+pub fn endpoint(url: &str, tls_ca: Option<&[u8]>) -> Result<tonic::transport::Endpoint, String> {
+    let e = tonic::transport::Endpoint::from_shared(url.to_string())
         .map_err(|e| format!("coordinator address {url:?}: {e}"))?
         .connect_timeout(std::time::Duration::from_secs(5))
-        .timeout(std::time::Duration::from_secs(30)))
+        .timeout(std::time::Duration::from_secs(30));
+    match (url.starts_with("https://"), tls_ca) {
+        (true, Some(ca)) => {
+            let tls =
+                tonic::transport::ClientTlsConfig::new().ca_certificate(tonic::transport::Certificate::from_pem(ca));
+            e.tls_config(tls).map_err(|e| format!("TLS settings for {url}: {e}"))
+        }
+        (true, None) => Err(format!(
+            "{url} is a TLS address: give --tls-ca, the certificate authority that signed the coordinator's certificate"
+        )),
+        (false, Some(_)) => Err(format!("--tls-ca is for a TLS coordinator: write its address as https://, not {url}")),
+        (false, None) => Ok(e),
+    }
 }
 
-/// Connects to a coordinator at `url` (`http://host:port`) now, adding `token` to every call.
-pub async fn connect(url: &str, token: Option<&str>) -> Result<Client, String> {
-    let channel = endpoint(url)?.connect().await.map_err(|e| format!("cannot reach the coordinator at {url}: {e}"))?;
-    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token)?))
+/// Connects to a coordinator at `url` now (TLS with `tls_ca`, see [`endpoint`]), adding
+/// `token` to every call.
+pub async fn connect(url: &str, token: Option<&str>, tls_ca: Option<&[u8]>) -> Result<Client, String> {
+    let channel = endpoint(url, tls_ca)?
+        .connect()
+        .await
+        .map_err(|e| format!("cannot reach the coordinator at {url}: {}", why(&e)))?;
+    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token)?)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES))
 }
 
 /// A client for a coordinator at `url` that connects on first use and reconnects after
 /// failures (calls fail with UNAVAILABLE while the coordinator is away).
-pub fn client(url: &str, token: Option<&str>) -> Result<Client, String> {
-    let channel = endpoint(url)?.connect_lazy();
-    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token)?))
+pub fn client(url: &str, token: Option<&str>, tls_ca: Option<&[u8]>) -> Result<Client, String> {
+    let channel = endpoint(url, tls_ca)?.connect_lazy();
+    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token)?)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES))
+}
+
+/// What failed, down the chain of causes (a TLS failure is a few levels below the
+/// transport error that carries it).
+pub fn why(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cause = c.source();
+    }
+    parts.join(": ")
+}
+
+/// When a failed call shows a TLS setup that cannot work — the coordinator's certificate
+/// not signed by the CA given, or one side speaking TLS and the other not — what to tell
+/// the user; `None` for any other failure (a coordinator away, a network fault).
+pub fn tls_mismatch(status: &Status, url: &str) -> Option<String> {
+    let text = match std::error::Error::source(status) {
+        Some(e) => why(e),
+        None => status.message().to_string(),
+    };
+    tls_mismatch_in(&text, url)
+}
+
+/// [`tls_mismatch`] of an error already written out (e.g. a failed connection's).
+pub fn tls_mismatch_in(text: &str, url: &str) -> Option<String> {
+    let lower = text.to_lowercase();
+    if lower.contains("invalid peer certificate") || lower.contains("certificate") && lower.contains("unknown") {
+        return Some(format!(
+            "TLS: the coordinator at {url} has a certificate that --tls-ca does not vouch for ({text}); give the CA that signed it"
+        ));
+    }
+    if url.starts_with("https://")
+        && (lower.contains("corrupt message")
+            || lower.contains("invalidcontenttype")
+            || lower.contains("wrong version"))
+    {
+        return Some(format!("TLS: the coordinator at {url} does not speak TLS ({text}); use an http:// address, or start it with --tls-cert and --tls-key"));
+    }
+    if url.starts_with("http://") && lower.contains("frame with invalid size") {
+        return Some(format!("TLS: the coordinator at {url} did not answer plaintext gRPC ({text}); if it uses TLS, write https:// and give --tls-ca"));
+    }
+    None
 }
 
 /// Seconds since the Unix epoch.

@@ -58,6 +58,10 @@ pub struct Settings {
     /// Transposition tables shared by the search threads of this process (see
     /// [`shared_tables`]); none: each thread has its own.
     pub shared: Option<SharedTables>,
+    /// Serve Prometheus metrics (`/metrics`) over HTTP here.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// The certificate authority (PEM) that signed a TLS coordinator's certificate.
+    pub tls_ca: Option<Vec<u8>>,
 }
 
 /// The transposition tables `threads` search threads of one process share, `tt_bytes` in
@@ -126,6 +130,7 @@ struct Shared {
     instance: String,
     summary: Mutex<Summary>,
     cache: Option<Cache>,
+    started: Instant,
 }
 
 /// A failed call that is not worth retrying.
@@ -214,6 +219,12 @@ impl Shared {
                 }
                 Ok(())
             }
+            // A TLS setup that cannot work is a refusal too: retrying would not help.
+            _ if cram_proto::tls_mismatch(&e, &self.settings.url).is_some() => {
+                let why = cram_proto::tls_mismatch(&e, &self.settings.url).expect("checked");
+                tracing::error!("cannot talk to the coordinator: {why}");
+                Err(CallError::Fatal(WorkerError::Refused(why)))
+            }
             _ => {
                 let d = backoff.next();
                 tracing::warn!(code = ?e.code(), error = %e.message(), retry_in_ms = d.as_millis() as u64, "coordinator unreachable");
@@ -253,7 +264,9 @@ impl Shared {
             req.worker_id = self.registration().await?.id;
             match self.client.clone().submit(req.clone()).await {
                 Ok(r) => return Ok(r.into_inner().recorded),
-                Err(e) if e.code() == Code::InvalidArgument => {
+                // Refused for what it says, or too large to be read: sending it again would
+                // not help. The unit goes back; the coordinator decides what to do with it.
+                Err(e) if matches!(e.code(), Code::InvalidArgument | Code::OutOfRange) => {
                     tracing::error!(unit = %req.unit_id, "the coordinator rejected a result: {}", e.message());
                     if let Some(c) = &self.cache {
                         c.forget(region);
@@ -336,7 +349,8 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     if let Some(c) = &cache {
         tracing::info!(regions = c.len(), "answer cache opened");
     }
-    let client = cram_proto::client(&settings.url, settings.token.as_deref()).map_err(WorkerError::Setup)?;
+    let client = cram_proto::client(&settings.url, settings.token.as_deref(), settings.tls_ca.as_deref())
+        .map_err(WorkerError::Setup)?;
     let threads = settings.threads.max(1);
     let (stop, _) = watch::channel(false);
     let shared = Arc::new(Shared {
@@ -349,6 +363,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         cache,
         instance: format!("{:016x}", rand::random::<u64>()),
         settings,
+        started: Instant::now(),
     });
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..threads {
@@ -356,6 +371,13 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     }
     tasks.spawn(heartbeat_loop(shared.clone()));
     tasks.spawn(summary_loop(shared.clone()));
+    if let Some(addr) = shared.settings.metrics {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| WorkerError::Setup(format!("--metrics {addr}: {e}")))?;
+        tracing::info!(addr = %listener.local_addr().map_or(addr, |a| a), "serving metrics over HTTP");
+        tasks.spawn(serve_metrics(shared.clone(), listener));
+    }
     tokio::pin!(shutdown);
     let mut fatal = None;
     loop {
@@ -690,6 +712,56 @@ async fn heartbeat_loop(shared: Arc<Shared>) -> Result<(), WorkerError> {
             },
         }
     }
+}
+
+/// Serves `/metrics` until the worker stops.
+async fn serve_metrics(shared: Arc<Shared>, listener: tokio::net::TcpListener) -> Result<(), WorkerError> {
+    use axum::http::header;
+    let page = {
+        let shared = shared.clone();
+        move || {
+            let text = metrics_text(&shared);
+            async move { ([(header::CONTENT_TYPE, cram_proto::metrics::CONTENT_TYPE)], text) }
+        }
+    };
+    let app = axum::Router::new().route("/metrics", axum::routing::get(page));
+    let mut stop = shared.stop.subscribe();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await
+        .map_err(|e| WorkerError::Setup(format!("metrics server: {e}")))
+}
+
+/// The worker's Prometheus text (docs/cluster.md lists the metrics).
+fn metrics_text(shared: &Shared) -> String {
+    use cram_proto::metrics::Exposition;
+    let s = shared.summary.lock().expect("summary lock").clone();
+    let (active, in_flight) = {
+        let a = shared.active.lock().expect("active lock");
+        (a.len(), a.values().map(|a| a.nodes.load(Ordering::Relaxed)).sum::<u64>())
+    };
+    let nodes = s.nodes + in_flight;
+    let mut e = Exposition::new();
+    let r = |k: &'static str| [("result", k)];
+    let (searched, cached, unfinished) = (r("searched"), r("from_cache"), r("unfinished"));
+    e.counters(
+        "cram_worker_units_total",
+        "Units this worker answered, by how.",
+        &[(&searched, s.searched), (&cached, s.from_cache), (&unfinished, s.unfinished)],
+    );
+    e.counter("cram_worker_nodes_total", "Search nodes, the units under way included.", nodes);
+    e.gauge(
+        "cram_worker_nodes_per_second",
+        "Search nodes per second since the worker started.",
+        nodes as f64 / shared.started.elapsed().as_secs_f64().max(1e-3),
+    );
+    e.gauge("cram_worker_units_active", "Units being searched now.", active as f64);
+    e.gauge("cram_worker_threads", "Search threads.", shared.settings.threads as f64);
+    let registered = shared.registration.try_lock().map_or(1.0, |r| r.is_some() as u8 as f64);
+    e.gauge("cram_worker_registered", "1 while registered with the coordinator.", registered);
+    e.finish()
 }
 
 /// Logs a one-line summary every `progress` interval.

@@ -1,0 +1,358 @@
+//! What the people who run the cluster see and how it is secured, with real processes:
+//! Prometheus metrics scraped and parsed (coordinator and worker), the live status page in
+//! a real headless Chromium (its numbers move while a job runs; a screenshot is written),
+//! TLS (a worker with the right CA solves, one with another CA and a plaintext one are
+//! refused with messages that say so), and results too large for gRPC's default limit.
+
+mod common;
+use common::*;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// One worker per job here: with spot checks, the coordinator would redo its first results
+/// itself; these tests are about what is shown, not about trust.
+const NO_CHECKS: [&str; 4] = ["--trust-after", "0", "--check-one-in", "0"];
+
+/// The address a process logged for `what` ("… over HTTP addr=127.0.0.1:PORT").
+fn logged_addr(log: &Path, what: &str) -> String {
+    let mut found = None;
+    wait_for(what, 30, || {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        found = text
+            .lines()
+            .find(|l| l.contains(what))
+            .and_then(|l| l.split("addr=").nth(1))
+            .map(|a| a.split_whitespace().next().unwrap_or("").to_string());
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+/// A plain HTTP/1.1 GET; returns (status code, content type, body).
+fn get(addr: &str, path: &str) -> (u16, String, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let ctype = head
+        .lines()
+        .find_map(|l| l.to_lowercase().strip_prefix("content-type:").map(|v| v.trim().to_string()))
+        .unwrap_or_default();
+    (code, ctype, body.to_string())
+}
+
+/// The samples of a Prometheus text page, checked against the exposition format: every
+/// sample's family has a `# TYPE`, values are numbers, counters are not negative, histogram
+/// buckets are cumulative and end with `+Inf` equal to `_count`.
+fn parse_exposition(text: &str) -> HashMap<String, f64> {
+    let mut types: HashMap<String, String> = HashMap::new();
+    let mut samples = HashMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(types.insert(name.to_string(), kind.to_string()).is_none(), "family {name} declared twice");
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.is_empty() {
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unknown comment: {line}");
+        let (series, value) = line.rsplit_once(' ').expect("a sample is `series value`");
+        let v: f64 = value.parse().unwrap_or_else(|_| panic!("not a number: {line}"));
+        let name = series.split('{').next().unwrap();
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "bad name: {line}");
+        if let Some(labels) = series.strip_prefix(name) {
+            if !labels.is_empty() {
+                assert!(labels.starts_with('{') && labels.ends_with('}'), "bad labels: {line}");
+            }
+        }
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| types.get(*f).is_some_and(|k| k == "histogram")))
+            .unwrap_or(name);
+        let kind = types.get(family).unwrap_or_else(|| panic!("no # TYPE for {family}"));
+        if kind == "counter" {
+            assert!(v >= 0.0, "{line}");
+        }
+        samples.insert(series.to_string(), v);
+    }
+    for (family, kind) in &types {
+        if kind != "histogram" {
+            continue;
+        }
+        let mut buckets: Vec<(f64, f64)> = samples
+            .iter()
+            .filter_map(|(s, v)| {
+                let le = s.strip_prefix(&format!("{family}_bucket{{le=\""))?.strip_suffix("\"}")?;
+                Some((if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap() }, *v))
+            })
+            .collect();
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{family}: buckets not cumulative");
+        assert_eq!(buckets.last().map(|b| b.0), Some(f64::INFINITY), "{family}: no +Inf bucket");
+        assert_eq!(buckets.last().unwrap().1, samples[&format!("{family}_count")], "{family}: +Inf is not _count");
+    }
+    samples
+}
+
+#[test]
+fn metrics_are_prometheus_text_and_move() {
+    let dir = scratch("metrics");
+    let state = dir.join("state");
+    let job = "5x8";
+    let c = start_coordinator(
+        &dir,
+        &state,
+        job,
+        &[&NO_CHECKS[..], &["--split-depth", "3", "--metrics", "127.0.0.1:0"]].concat(),
+    );
+    let addr = logged_addr(&c.log, "serving metrics over HTTP");
+    let (mut w, wlog) = start_worker(&dir, &c.url, &["--metrics", "127.0.0.1:0"]);
+    let waddr = logged_addr(&wlog, "serving metrics over HTTP");
+    wait_for("some results", 120, || results(&state).len() >= 3);
+    let (code, ctype, first) = get(&addr, "/metrics");
+    assert_eq!(code, 200);
+    assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
+    let a = parse_exposition(&first);
+    for name in [
+        "cram_units{state=\"pending\"}",
+        "cram_units{state=\"leased\"}",
+        "cram_unit_events_total{kind=\"done\"}",
+        "cram_results_refused_total",
+        "cram_lease_expiries_total",
+        "cram_nodes_total",
+        "cram_nodes_per_second",
+        "cram_workers",
+        "cram_log_append_seconds_count",
+    ] {
+        assert!(a.contains_key(name), "{name} missing from\n{first}");
+    }
+    assert!(a["cram_log_append_seconds_count"] >= 3.0, "every result is an fsynced append");
+    assert_eq!(a["cram_workers"], 1.0);
+    let (code, _, wtext) = get(&waddr, "/metrics");
+    assert_eq!(code, 200);
+    let wm = parse_exposition(&wtext);
+    assert_eq!(wm["cram_worker_threads"], 1.0);
+    assert!(wm.contains_key("cram_worker_units_total{result=\"searched\"}"), "{wtext}");
+    // The numbers move while the job runs.
+    wait_for("more results", 120, || results(&state).len() >= 8);
+    let b = parse_exposition(&get(&addr, "/metrics").2);
+    assert!(b["cram_nodes_total"] > a["cram_nodes_total"], "nodes did not grow");
+    assert!(b["cram_unit_events_total{kind=\"done\"}"] > a["cram_unit_events_total{kind=\"done\"}"]);
+    // A metrics-only listener serves nothing else.
+    assert_eq!(get(&addr, "/").0, 404);
+    // `cram status --watch` redraws the status in the terminal.
+    let mut watch = cram_cmd()
+        .args(["status", "--coordinator", &c.url, "--watch", "1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    kill9(&mut watch);
+    let mut shown = String::new();
+    watch.stdout.take().unwrap().read_to_string(&mut shown).unwrap();
+    assert!(shown.matches("job 5x8 (nimber)").count() >= 2 && shown.contains("\x1b[2J"), "{shown}");
+    result_of(c, 300);
+    assert!(wait(&mut w, 30, "worker").success());
+}
+
+/// The browser, if this machine has one: `None` prints why the test is skipped, unless
+/// `CRAM_REQUIRE_BROWSER` is set (CI installs Chromium and sets it), then it fails.
+fn chromium() -> Option<String> {
+    for name in ["chromium", "chromium-browser", "google-chrome"] {
+        if std::process::Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return Some(name.to_string());
+        }
+    }
+    assert!(std::env::var_os("CRAM_REQUIRE_BROWSER").is_none(), "no Chromium here: apt-get install chromium");
+    eprintln!("skipped: no Chromium on this machine (apt-get install chromium; CI sets CRAM_REQUIRE_BROWSER)");
+    None
+}
+
+/// Runs Chromium headless on `url` with `args`, letting the page's script run 3 s.
+fn browse(browser: &str, url: &str, args: &[&str]) -> String {
+    let profile = scratch("chromium-profile");
+    let o = std::process::Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--virtual-time-budget=3000"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "chromium failed: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// The number in the element with id `id` of a dumped page.
+fn number(dom: &str, id: &str) -> u64 {
+    let start = dom.find(&format!("id=\"{id}\">")).unwrap_or_else(|| panic!("no #{id} in\n{dom}")) + id.len() + 6;
+    let digits: String = dom[start..].chars().take_while(|c| c.is_ascii_digit() || *c == ',').collect();
+    digits.replace(',', "").parse().unwrap_or_else(|_| panic!("#{id} holds no number: {}", &dom[start..start + 40]))
+}
+
+#[test]
+fn the_status_page_shows_the_job_live_in_a_browser() {
+    let Some(browser) = chromium() else { return };
+    let dir = scratch("page");
+    let state = dir.join("state");
+    let job = "5x8";
+    let c = start_coordinator(
+        &dir,
+        &state,
+        job,
+        &[&NO_CHECKS[..], &["--split-depth", "3", "--http", "127.0.0.1:0"]].concat(),
+    );
+    let addr = logged_addr(&c.log, "serving the status page and metrics over HTTP");
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    wait_for("some results", 120, || results(&state).len() >= 2);
+    let url = format!("http://{addr}/");
+    let first = browse(&browser, &url, &["--dump-dom"]);
+    assert!(first.contains("cram — <span id=\"job\">5x8</span>"), "{first}");
+    assert!(first.contains("id=\"state\" class=\"\">running") || first.contains(">running<"), "{first}");
+    assert!(first.contains("<td>1</td>"), "the worker's row (1 thread) is shown: {first}");
+    let (done, nodes) = (number(&first, "done"), number(&first, "nodes"));
+    assert!(nodes > 0, "{first}");
+    // Without reloading: the same page's script fetches new numbers as the job runs.
+    wait_for("more results", 120, || results(&state).len() >= 6);
+    let later = browse(&browser, &url, &["--dump-dom"]);
+    assert!(number(&later, "done") > done || number(&later, "nodes") > nodes, "numbers did not move");
+    assert!(later.contains("points=\"10.0,"), "the chart was drawn: {later}");
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    browse(&browser, &url, &[&format!("--screenshot={}", shot.display()), "--window-size=1100,900"]);
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "screenshot {}", shot.display());
+    eprintln!("status page screenshot: {}", shot.display());
+    result_of(c, 600);
+    assert!(wait(&mut w, 30, "worker").success());
+}
+
+/// A CA and a certificate it signed for localhost and 127.0.0.1: (CA PEM, cert PEM, key PEM).
+fn certificates(ca_name: &str) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, ca_name);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+#[test]
+fn tls_admits_the_right_ca_and_refuses_the_wrong_one_and_plaintext() {
+    let dir = scratch("tls");
+    let state = dir.join("state");
+    let (ca, cert, key) = certificates("cram test CA");
+    let (other_ca, _, _) = certificates("another CA");
+    let file = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p.display().to_string()
+    };
+    let (ca, other, cert, key) =
+        (file("ca.pem", &ca), file("other.pem", &other_ca), file("cert.pem", &cert), file("key.pem", &key));
+    let job = "4x7";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &[&NO_CHECKS[..], &["--tls-cert", &cert, "--tls-key", &key]].concat());
+    let https = c.url.replace("http://127.0.0.1", "https://localhost");
+    // Another CA: refused at once, saying why.
+    let (mut w, wlog) = start_worker(&dir, &https, &["--tls-ca", &other]);
+    assert_eq!(wait(&mut w, 30, "worker with another CA").code(), Some(4));
+    let wl = std::fs::read_to_string(&wlog).unwrap();
+    assert!(wl.contains("does not vouch for") && wl.contains("invalid peer certificate"), "{wl}");
+    // Plaintext against TLS: refused, saying so.
+    let (mut w, wlog) = start_worker(&dir, &c.url, &[]);
+    let status = wait(&mut w, 30, "plaintext worker");
+    let wl = std::fs::read_to_string(&wlog).unwrap();
+    assert_eq!(status.code(), Some(4), "{status:?}: {wl}");
+    assert!(wl.contains("did not answer plaintext gRPC") && wl.contains("https://"), "{wl}");
+    let o = cram(&["status", "--coordinator", &https, "--tls-ca", &other]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("does not vouch for"), "{}", text(&o.stderr));
+    // An https:// address needs a CA; a CA needs an https:// address.
+    let o = cram(&["status", "--coordinator", &https]);
+    assert!(!o.status.success() && text(&o.stderr).contains("give --tls-ca"), "{}", text(&o.stderr));
+    assert!(results(&state).is_empty(), "refused workers changed nothing");
+    // The right CA: status, health and a worker that solves the job.
+    let v = status_json(&https, &["--tls-ca", &ca]);
+    assert_eq!(v["job"], job);
+    let port = c.url.rsplit(':').next().unwrap().to_string();
+    let o = cram(&["health", "--addr", &format!("localhost:{port}"), "--tls-ca", &ca]);
+    assert!(o.status.success() && text(&o.stdout).contains("serving"), "{}", text(&o.stderr));
+    let (mut w, _) = start_worker(&dir, &https, &["--tls-ca", &ca]);
+    assert_eq!(result_of(c, 120), want[job].clone());
+    assert!(wait(&mut w, 30, "worker").success());
+    // A key that is not one stops the coordinator before it touches a state.
+    let bad = file("bad.pem", "not a key");
+    let o = coordinator_once(&dir.join("other-state"), job, &["--tls-cert", &cert, "--tls-key", &bad]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("TLS: the certificate or key cannot be used"), "{}", text(&o.stderr));
+    assert!(!dir.join("other-state").exists());
+}
+
+/// A certified job's results carry proofs larger than gRPC's default 4 MiB: the
+/// coordinator reads them (a protocol client submits one of 6 MiB).
+#[test]
+fn results_larger_than_grpc_defaults_are_read() {
+    use cram_proto::pb;
+    let dir = scratch("large");
+    let state = dir.join("state");
+    let mut c = start_coordinator(&dir, &state, "5x8", &["--certificate", &dir.join("c.cert").display().to_string()]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let started = Instant::now();
+    let recorded = rt.block_on(async {
+        let mut client = cram_proto::client(&c.url, None, None).unwrap();
+        let reg = loop {
+            let req = pb::RegisterRequest {
+                protocol: cram_proto::PROTOCOL_VERSION,
+                build: cram_proto::BUILD_ID.into(),
+                db_fingerprint: cram_engine::DbSet::default().fingerprint(),
+                name: "big".into(),
+                threads: 1,
+                instance: "1".into(),
+            };
+            match client.register(req).await {
+                Ok(r) => break r.into_inner(),
+                Err(_) if started.elapsed() < Duration::from_secs(20) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert!(reg.certificate_small.is_some(), "a certified job says so at registration");
+        let unit = loop {
+            let r = client.lease(pb::LeaseRequest { worker_id: reg.worker_id.clone(), slot: 0 }).await.unwrap();
+            match r.into_inner().reply {
+                Some(pb::lease_reply::Reply::Unit(u)) => break u,
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        let req = pb::SubmitRequest {
+            worker_id: reg.worker_id,
+            unit_id: unit.unit_id,
+            attempt: unit.attempt,
+            region: unit.region,
+            facts: Some(cram_proto::facts_to_pb(cram_engine::Facts::UNKNOWN)),
+            finished: false,
+            nodes: 1,
+            millis: 1,
+            from_cache: false,
+            proof: vec![7; 6 << 20],
+        };
+        client.submit(req).await.map(|r| r.into_inner().recorded)
+    });
+    assert!(recorded.is_ok(), "a 6 MiB result was not read: {recorded:?}");
+    kill9(&mut c.child);
+}
