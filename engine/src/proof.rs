@@ -73,6 +73,8 @@ pub struct Prover<'a> {
     preloaded: HashMap<Shape, u8, ShapeHash>,
     /// Facts found and not yet sent ([`Prover::export`]).
     unsent: Vec<Shape>,
+    /// Called after each fact found ([`Prover::on_fact`]).
+    on_fact: Option<Box<dyn FnMut() + Send + 'a>>,
 }
 
 /// The largest proof, decompressed, [`Prover::import`] reads.
@@ -128,6 +130,7 @@ impl<'a> Prover<'a> {
             replies: HashMap::default(),
             preloaded: HashMap::default(),
             unsent: Vec::new(),
+            on_fact: None,
         }
     }
 
@@ -141,6 +144,12 @@ impl<'a> Prover<'a> {
             p.unsent = proofs.unsent;
         }
         p
+    }
+
+    /// Calls `f` after each fact found: a proof can take minutes with little search, and
+    /// a worker shows its coordinator that it is still at it.
+    pub fn on_fact(&mut self, f: impl FnMut() + Send + 'a) {
+        self.on_fact = Some(Box::new(f));
     }
 
     /// Facts found so far.
@@ -518,6 +527,9 @@ impl<'a> Prover<'a> {
         }
         self.facts.insert(*s, Proven { value: v, replies });
         self.unsent.push(*s);
+        if let Some(f) = self.on_fact.as_mut() {
+            f();
+        }
         Ok(())
     }
 }

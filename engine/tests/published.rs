@@ -137,3 +137,28 @@ fn octal_module_agrees_with_the_board_search() {
         assert_eq!(nimber(&mut s, &format!("1x{n}")) as u32, v, "1x{n}");
     }
 }
+
+#[test]
+fn published_boards_of_30_to_45_cells() {
+    // docs/results.md: the published values of 30 to 63 cells; here those that take at
+    // most a few seconds (the larger ones are in docs/results.md and docs/performance.md).
+    let table = [
+        ("3x10", 2),
+        ("3x11", 0),
+        ("3x12", 1),
+        ("3x13", 2),
+        ("3x14", 3),
+        ("3x15", 1),
+        ("4x8", 0),
+        ("4x9", 1),
+        ("4x10", 0),
+        ("5x6", 2),
+        ("5x7", 1),
+        ("5x8", 1),
+        ("6x6", 0),
+    ];
+    let mut s = solver();
+    for (spec, want) in table {
+        assert_eq!(nimber(&mut s, spec), want, "{spec}");
+    }
+}

@@ -557,9 +557,12 @@ async fn answer(
     let (solver, proofs, result, spent) = tokio::task::spawn_blocking(move || {
         let before = solver.nodes();
         let progress = nodes.clone();
+        let reported = nodes.clone();
         solver.set_cancel(cancel);
         solver.set_budget(budget);
-        solver.set_progress(Box::new(move |n| progress.store(n - before, Ordering::Relaxed)));
+        solver.set_progress(Box::new(move |n| {
+            reported.fetch_max(n - before, Ordering::Relaxed);
+        }));
         let result = match query {
             Query::Nimber => solver.nimber(region).map(Facts::exact),
             Query::IsValue(k) => solver.is_value(region, k).map(|yes| {
@@ -578,7 +581,7 @@ async fn answer(
         let proof = match (&result, certificate_small) {
             (Ok(facts), Some(small)) => {
                 solver.set_budget(u64::MAX);
-                prove_unit(&mut solver, &mut proofs, &region, *facts, query, small)
+                prove_unit(&mut solver, &mut proofs, &region, *facts, query, small, &progress)
             }
             _ => Ok(Vec::new()),
         };
@@ -639,6 +642,7 @@ fn prove_unit(
     answer: Facts,
     query: Query,
     small: u32,
+    progress: &AtomicU64,
 ) -> Result<Vec<u8>, Interrupted> {
     let (h, w) = region.dims();
     let shape = Shape::of(h, w, region.dense());
@@ -646,6 +650,11 @@ fn prove_unit(
         Some(p) if p.len() < MAX_KEPT_FACTS => Prover::with_proofs(solver, small, p),
         _ => Prover::new(solver, small),
     };
+    // A proof may take minutes of little search: each fact counts as progress in the
+    // heartbeats, so the lease does not expire under it.
+    prover.on_fact(|| {
+        progress.fetch_add(1, Ordering::Relaxed);
+    });
     match query {
         Query::IsValue(k) if answer.value() != Some(k) => prover.prove_not(&shape, k)?,
         _ => prover.prove_value(&shape)?,
