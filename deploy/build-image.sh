@@ -7,7 +7,7 @@ TARGET=x86_64-unknown-linux-gnu
 RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --locked --target "$TARGET" --bin cram
 ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT
-mkdir -p "$ctx/rootfs/data/state" "$ctx/rootfs/data/cache"
+mkdir -p "$ctx/rootfs/data/state" "$ctx/rootfs/data/cache" "$ctx/rootfs/data/db"
 cp "target/$TARGET/release/cram" "$ctx/rootfs/cram"
 strip "$ctx/rootfs/cram" 2>/dev/null || true
 cp deploy/Dockerfile "$ctx/Dockerfile"

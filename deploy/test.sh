@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The compose cluster under real faults. Builds the image, solves a board with the engine
-# for reference, starts the compose cluster with 3 workers on it, and during the run:
+# for reference, starts the compose cluster (databases built into a shared volume, gRPC
+# over TLS with a token) with 3 database-backed workers on it, and during the run:
 #   1. kills one worker container with SIGKILL (then starts it again),
 #   2. kills the coordinator container with SIGKILL and starts it again,
 #   3. cuts a worker off the network for longer than a lease, then reconnects it.
 # Then asserts: the answer equals `cram solve`'s, no finished unit was solved twice (from
-# the event log), every worker exited 0, and the logs show each fault handled. Everything
+# the event log), every worker exited 0 and searched with the databases the coordinator
+# checked at registration, the status page and metrics answered, and the logs show each
+# fault handled. Everything
 # is torn down, also on failure. Skipped, with a notice, when no Docker engine answers.
 set -euo pipefail
 # With pipefail, a pipeline whose reader stops early (head, grep -q) fails with 141 when its
@@ -48,16 +51,19 @@ say "engine says: $expect"
 
 head -c 32 /dev/urandom | base64 | tr -d '/+=\n' > "$tmp/token"
 chmod 644 "$tmp/token"
+deploy/tls.sh "$tmp/tls" >/dev/null
+DBS="4x7,3x9,5x5"
 export CRAM_TAG=test CRAM_JOB="$JOB" CRAM_LEASE_SECS=$LEASE CRAM_PROGRESS_SECS=5 CRAM_PUBLISH=127.0.0.1: \
-    CRAM_TOKEN_FILE="$tmp/token" CRAM_WORKER_TT_MB=32 CRAM_LINGER_SECS=20 CRAM_SPLIT_DEPTH=2 CRAM_UNIT_NODES=3000000
+    CRAM_HTTP_PUBLISH=127.0.0.1: CRAM_TOKEN_FILE="$tmp/token" CRAM_TLS_DIR="$tmp/tls" CRAM_DBS="$DBS" \
+    CRAM_WORKER_TT_MB=32 CRAM_LINGER_SECS=20 CRAM_SPLIT_DEPTH=2 CRAM_UNIT_NODES=3000000
 compose up -d --scale worker=3 >/dev/null 2>&1 || fail "compose up"
 cluster_start=$(date +%s)
-say "cluster up: coordinator and 3 workers on $JOB"
+say "cluster up: databases $DBS, coordinator (TLS) and 3 workers on $JOB"
 
 status() {
     local addr
     addr="$(compose port coordinator 7700 2>/dev/null)" || return 1
-    $cram status --coordinator "http://$addr" --token-file "$tmp/token" --json 2>/dev/null
+    $cram status --coordinator "https://$addr" --tls-ca "$tmp/tls/ca.pem" --token-file "$tmp/token" --json 2>/dev/null
 }
 done_units() { status | python3 -c 'import json,sys; print(json.load(sys.stdin)["units"]["done"])' 2>/dev/null || echo -1; }
 wait_done_units() {
@@ -94,6 +100,19 @@ wait_expiry() {
 }
 
 wait_done_units 3
+# What people look at while it runs: the status page and the metrics.
+http="$(compose port coordinator 7780)"
+python3 - "$http" <<'PY' || fail "status page or metrics"
+import json, sys, urllib.request
+base = f"http://{sys.argv[1]}"
+page = urllib.request.urlopen(base + "/").read().decode()
+assert "<title>cram coordinator</title>" in page, page[:200]
+status = json.load(urllib.request.urlopen(base + "/status.json"))
+assert status["units"]["done"] >= 3 and status["history"], status
+metrics = urllib.request.urlopen(base + "/metrics").read().decode()
+assert "# TYPE cram_nodes_total counter" in metrics and "cram_workers 3" in metrics, metrics[:500]
+print(f"status page and metrics answer: {status['units']['done']} units done, 3 workers")
+PY
 mapfile -t workers < <(compose ps -q worker)
 w1="${workers[0]}"
 wait_holding "$w1"
@@ -164,11 +183,29 @@ grep -q "resumed_results=[1-9]" <<<"$clog" || fail "the restarted coordinator re
 grep -q "coordinator unreachable" <<<"$w2log" || fail "the cut worker never noticed"
 grep -q "registering again" <<<"$w1log$w2log" || fail "no worker registered again after the coordinator restart"
 grep -q "answer cache opened" <<<"$w1log" || fail "the restarted worker did not open its cache"
+# Every database named on the log line $2 of $1 (in any order).
+has_databases() {
+    local line
+    line="$(grep "$2" <<<"$1" | tail -1)"
+    for d in ${DBS//,/ }; do
+        [[ "$line" == *databases=*"$d"* ]] || return 1
+    done
+}
+for w in $(compose ps -a -q worker); do
+    has_databases "$(docker logs "$w" 2>&1)" "endgame databases" \
+        || fail "worker $(docker inspect -f '{{.Name}}' "$w") did not search with the databases"
+done
+has_databases "$clog" "coordinator serving" || fail "the coordinator has not the databases"
+dblog="$(docker logs "$(compose ps -a -q databases)" 2>&1)"
+grep "built /data/db/cram-4x7.cramdb" <<<"$dblog" >/dev/null || fail "the databases were not built: $dblog"
 cat <<REPORT
 deploy/test.sh: PASSED ($JOB, $cluster_secs s in the cluster)
   injected: SIGKILL of a worker container holding a unit (then restarted); a worker holding a
             unit cut off the network for $(( LEASE + 6 )) s (lease $LEASE s, then reconnected);
             SIGKILL of the coordinator container (then restarted)
+  setup:    databases $DBS built once into a shared volume, loaded read-only by every
+            worker and the coordinator (fingerprints checked at registration); gRPC over TLS
+            with a token; the status page and /metrics answered during the run
   observed: both workers' leases expired and their units were reissued; the cut worker
             logged the outage; the coordinator resumed $(grep -o 'resumed_results=[0-9]*' <<<"$clog" | tail -1 | cut -d= -f2) results
             from its log and the workers registered again; answer $got = the engine's; no unit

@@ -32,9 +32,11 @@ pub enum DbCommand {
 /// Arguments of `cram db build`.
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// Rectangle size, e.g. 4x7.
-    #[arg(value_name = "RxC")]
-    pub size: String,
+    /// Rectangle sizes, e.g. 4x7 (several, or a comma-separated list: 4x7,3x9,5x5). A
+    /// size whose file is already in the directory and checks out is kept, so the command
+    /// can run at every start of a cluster (a damaged file is built again).
+    #[arg(value_name = "RxC", required = true)]
+    pub sizes: Vec<String>,
     /// Output directory (created if missing) [default: $CRAM_DB_DIR, else ./db].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -72,25 +74,41 @@ fn print_header(db: &Database) {
 }
 
 fn build(a: &BuildArgs) -> Result<(), Failure> {
-    let board = Board::parse(&a.size).map_err(|e| Failure::input(format!("{:?}: {e}", a.size)))?;
-    if !board.is_full_rectangle() {
-        return Err(Failure::input(format!("{:?}: give a rectangle size such as 4x7", a.size)));
+    let mut boards = Vec::new();
+    for size in a.sizes.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|s| !s.is_empty()) {
+        let board = Board::parse(size).map_err(|e| Failure::input(format!("{size:?}: {e}")))?;
+        if !board.is_full_rectangle() {
+            return Err(Failure::input(format!("{size:?}: give a rectangle size such as 4x7")));
+        }
+        boards.push(board);
     }
     let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let dir = a.out.clone().unwrap_or_else(crate::default_db_dir);
     std::fs::create_dir_all(&dir).map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
-    let start = Instant::now();
-    let db = Database::build(board.rows(), board.cols(), threads).map_err(Failure::input)?;
-    let built = start.elapsed();
-    let path = dir.join(db_file_name(board.rows(), board.cols()));
-    db.save(&path).map_err(Failure::runtime)?;
-    println!(
-        "built {} in {:.2} s with {threads} threads, saved in {:.2} s",
-        path.display(),
-        built.as_secs_f64(),
-        (start.elapsed() - built).as_secs_f64()
-    );
-    print_header(&db);
+    for board in boards {
+        let path = dir.join(db_file_name(board.rows(), board.cols()));
+        if path.exists() {
+            match load_checked(&path) {
+                Ok(db) if (db.rows(), db.cols()) == (board.rows(), board.cols()) => {
+                    println!("kept {} (it checks out)", path.display());
+                    continue;
+                }
+                Ok(_) => eprintln!("cram: {}: holds another rectangle; building it again", path.display()),
+                Err(f) => eprintln!("cram: {}; building it again", f.message),
+            }
+        }
+        let start = Instant::now();
+        let db = Database::build(board.rows(), board.cols(), threads).map_err(Failure::input)?;
+        let built = start.elapsed();
+        db.save(&path).map_err(Failure::runtime)?;
+        println!(
+            "built {} in {:.2} s with {threads} threads, saved in {:.2} s",
+            path.display(),
+            built.as_secs_f64(),
+            (start.elapsed() - built).as_secs_f64()
+        );
+        print_header(&db);
+    }
     Ok(())
 }
 

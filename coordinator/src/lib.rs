@@ -222,6 +222,7 @@ pub async fn run(
         split_depth = depth,
         unit_nodes = settings.unit_nodes,
         resumed_results = resumed,
+        databases = %settings.dbs.describe(),
         "coordinator serving"
     );
     let token = settings.token.clone();

@@ -231,10 +231,11 @@ impl Database {
         h.digest()
     }
 
-    /// Writes the database to `path` (through a temporary file, renamed when complete).
+    /// Writes the database to `path` (through a temporary file of this process's own,
+    /// renamed when complete: builders racing on one directory cannot mix their writes).
     pub fn save(&self, path: &Path) -> Result<(), DbError> {
         let io = |source| DbError::Io { path: path.to_path_buf(), source };
-        let tmp = path.with_extension("partial");
+        let tmp = path.with_extension(format!("partial-{}", std::process::id()));
         let mut f = std::io::BufWriter::new(fs::File::create(&tmp).map_err(io)?);
         f.write_all(&self.header_bytes(self.checksum)).map_err(io)?;
         for s in &self.chunk_sums {
@@ -484,6 +485,14 @@ impl DbSet {
     /// The databases held.
     pub fn databases(&self) -> &[Database] {
         &self.dbs
+    }
+
+    /// The rectangles held, e.g. `4x7 3x9` (`none` when empty), for logs.
+    pub fn describe(&self) -> String {
+        if self.dbs.is_empty() {
+            return "none".to_string();
+        }
+        self.dbs.iter().map(|d| format!("{}x{}", d.rows, d.cols)).collect::<Vec<_>>().join(" ")
     }
 
     /// A short name of exactly which databases are held (`none`, or a hash of each one's

@@ -349,6 +349,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     if let Some(c) = &cache {
         tracing::info!(regions = c.len(), "answer cache opened");
     }
+    tracing::info!(databases = %settings.dbs.describe(), fingerprint = %settings.dbs.fingerprint(), "endgame databases");
     let client = cram_proto::client(&settings.url, settings.token.as_deref(), settings.tls_ca.as_deref())
         .map_err(WorkerError::Setup)?;
     let threads = settings.threads.max(1);
