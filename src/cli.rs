@@ -53,7 +53,7 @@ pub struct EngineArgs {
     /// Do not use the half-turn pairing certificate.
     #[arg(long)]
     pub no_pairing: bool,
-    /// Memory budget of the transposition table, in MiB: it starts at 16 MiB and doubles
+    /// Memory budget of the transposition table, in MiB: it starts at 4 MiB and doubles
     /// while it is half full, up to this [default for `solve`: 3/4 of the memory available,
     /// rounded down to a power of two, printed for positions of 45 cells and more; for
     /// workers and `analyze`: 2048].

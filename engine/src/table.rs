@@ -515,7 +515,7 @@ const DENSE_REPORT_EVERY: u32 = 256;
 
 impl DenseTable {
     /// A table that grows to at most about `budget_bytes` (rounded down to a power of two
-    /// of 64-byte buckets, at least 4 MiB); it starts at 16 MiB or the budget if less,
+    /// of 64-byte buckets, at least 4 MiB); it starts at 4 MiB,
     /// mapped as it is first touched, in huge pages where the system allows.
     pub fn new(budget_bytes: usize) -> DenseTable {
         let fit = (budget_bytes / std::mem::size_of::<DenseBucket>()).max(1);
@@ -917,9 +917,9 @@ mod tests {
 
     #[test]
     fn the_dense_table_doubles_and_keeps_its_entries() {
-        // A budget of 64 MiB: it starts at 16 MiB and doubles twice as it fills.
+        // A budget of 64 MiB: it starts at 4 MiB and doubles four times as it fills.
         let t = Arc::new(DenseTable::new(64 << 20));
-        assert_eq!((t.bytes(), t.max_bytes()), (16 << 20, 64 << 20));
+        assert_eq!((t.bytes(), t.max_bytes()), (4 << 20, 64 << 20));
         let n = 3_000_000u64;
         let mut view = t.view();
         let key = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -927,10 +927,11 @@ mod tests {
             view.put(key(k), (k % 5) as u8 + 3, Facts::exact((k % 4) as u8), 8);
         }
         assert_eq!(t.bytes(), 64 << 20, "doubled up to the budget and no further");
-        // Every entry came through the copies, bit for bit: with room to spare, nothing
-        // was replaced.
+        // The entries came through the copies, bit for bit; only the few that met a full
+        // bucket before a doubling (a bucket of 8 at half load overflows about 2 % of the
+        // time) were replaced.
         let kept = (0..n).filter(|&k| t.get(key(k), (k % 5) as u8 + 3) == Some(Facts::exact((k % 4) as u8))).count();
-        assert!(kept as u64 > n * 99 / 100, "{kept} of {n} kept");
+        assert!(kept as u64 > n * 98 / 100, "{kept} of {n} kept");
         assert!((0..n).all(|k| t.get(key(k), (k % 5) as u8 + 4).is_none_or(|_| (k % 5) == 4)));
         // A view made before the doublings took up the array in use.
         assert!(Arc::ptr_eq(&view.array, &t.array()));
