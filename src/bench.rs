@@ -3,6 +3,8 @@
 //! memory are the child process's own, from `wait4`. With `--peer CMD` another solver's
 //! command runs alternately with cram's, board by board, and the table gives the ratio of
 //! their median CPU times: both measured in the same minutes, which a noisy machine needs.
+//! With `--scaling LIST` each board is solved by a coordinator process and N separate
+//! worker processes (one thread and one table each, as on N machines), for each N.
 
 use crate::report::thousands;
 use crate::Failure;
@@ -43,6 +45,17 @@ pub struct BenchArgs {
     /// board (each run a fresh process, the three interleaved), and the cost of one unit.
     #[arg(long, conflicts_with = "peer")]
     pub cluster: bool,
+    /// Scaling over machines: per board, a coordinator and N separate worker processes (one
+    /// thread and one table each) for each N of this comma-separated list; total nodes
+    /// and worker CPU relative to the first N, and wall time. No spot checks.
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["peer", "cluster"])]
+    pub scaling: Option<String>,
+    /// With --scaling: the coordinator's split depth [default: the coordinator's].
+    #[arg(long, value_name = "N", requires = "scaling")]
+    pub split_depth: Option<u32>,
+    /// With --scaling: extra arguments for the coordinator (e.g. '--share-min-cells 0').
+    #[arg(long, value_name = "ARGS", requires = "scaling", allow_hyphen_values = true)]
+    pub coordinator_args: Option<String>,
 }
 
 /// What one child process used.
@@ -54,19 +67,23 @@ struct Measured {
     /// Peak resident memory, MiB.
     peak_mib: u64,
     stdout: String,
+    stderr: String,
 }
 
 /// Runs `cmd` to its end (or kills it after `timeout`: `None`), measuring its CPU time and
 /// peak memory as the kernel accounts them for that child.
 fn measure(mut cmd: Command, timeout: Duration) -> Result<Option<Measured>, Failure> {
     let start = Instant::now();
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(Failure::runtime)?;
-    let mut stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
-        s
-    });
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(Failure::runtime)?;
+    let read_all = |mut from: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = from.read_to_string(&mut s);
+            s
+        })
+    };
+    let reader = read_all(Box::new(child.stdout.take().expect("piped")));
+    let errors = read_all(Box::new(child.stderr.take().expect("piped")));
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
@@ -90,14 +107,17 @@ fn measure(mut cmd: Command, timeout: Duration) -> Result<Option<Measured>, Fail
     let wall = start.elapsed().as_secs_f64();
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     let stdout = reader.join().unwrap_or_default();
+    let stderr = errors.join().unwrap_or_default();
     if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-        return Err(Failure::runtime(format!("bench: {cmd:?} failed ({status:#x}): {stdout}")));
+        let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().join(" / ");
+        return Err(Failure::runtime(format!("bench: {cmd:?} failed ({status:#x}): {stdout} {tail}")));
     }
     Ok(Some(Measured {
         cpu: secs(usage.ru_utime) + secs(usage.ru_stime),
         wall,
         peak_mib: usage.ru_maxrss as u64 / 1024,
         stdout,
+        stderr,
     }))
 }
 
@@ -284,11 +304,147 @@ fn run_cluster(boards: &[&str], a: &BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// One scaling run: what the coordinator reported and what its workers used.
+#[derive(Clone)]
+struct ScalingRun {
+    nimber: String,
+    units: u64,
+    /// Nodes the workers searched (their own count: cancelled units included).
+    nodes: u64,
+    /// Worker CPU seconds, all workers.
+    cpu: f64,
+    /// Wall seconds of the coordinator, start to answer (its linger not counted).
+    wall: f64,
+    /// Facts the workers shared (from the coordinator's result).
+    shared: u64,
+}
+
+/// Solves `board` with a coordinator process and `n` worker processes of one thread each.
+fn run_scaling_once(board: &str, n: u32, a: &BenchArgs) -> Result<ScalingRun, Failure> {
+    let exe = std::env::current_exe().map_err(Failure::runtime)?;
+    let dir = std::env::temp_dir().join(format!("cram-bench-{}-{}", std::process::id(), rand::random::<u64>()));
+    std::fs::create_dir_all(&dir).map_err(Failure::runtime)?;
+    let port_file = dir.join("port");
+    let mut coord = Command::new(&exe);
+    // The default linger outlasts a worker's heartbeat interval and backoff: every worker
+    // hears that the job is done.
+    coord.args(["coordinator", "--listen", "127.0.0.1:0", "--job", board, "--json"]);
+    coord.args(["--trust-after", "0", "--check-one-in", "0", "--progress-secs", "3600"]);
+    coord.arg("--state").arg(dir.join("state")).arg("--port-file").arg(&port_file);
+    if let Some(d) = a.split_depth {
+        coord.args(["--split-depth", &d.to_string()]);
+    }
+    if let Some(extra) = &a.coordinator_args {
+        coord.args(extra.split_whitespace());
+    }
+    let db_args = |cmd: &mut Command| {
+        match &a.db_dir {
+            Some(d) => cmd.arg("--db-dir").arg(d),
+            None => cmd.arg("--no-db"),
+        };
+    };
+    db_args(&mut coord);
+    let timeout = Duration::from_secs(a.timeout_secs);
+    let coordinator = std::thread::spawn(move || measure(coord, timeout));
+    let started = Instant::now();
+    let addr = loop {
+        if let Ok(s) = std::fs::read_to_string(&port_file) {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(30) || coordinator.is_finished() {
+            return Err(Failure::runtime("bench: the coordinator did not start"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let workers: Vec<_> = (0..n)
+        .map(|i| {
+            let mut w = Command::new(&exe);
+            w.args(["worker", "--coordinator", &format!("http://{}", addr.trim()), "--threads", "1"]);
+            w.args(["--name", &format!("bench-{i}"), "--log-format", "json", "--progress-secs", "3600"]);
+            if let Some(mb) = a.tt_mb {
+                w.args(["--tt-mb", &mb.to_string()]);
+            }
+            db_args(&mut w);
+            std::thread::spawn(move || measure(w, timeout))
+        })
+        .collect();
+    let joined = |h: std::thread::JoinHandle<Result<Option<Measured>, Failure>>| {
+        h.join()
+            .map_err(|_| Failure::runtime("bench: a measuring thread failed"))??
+            .ok_or_else(|| Failure::runtime("bench: a run timed out"))
+    };
+    let c = joined(coordinator)?;
+    let (mut nodes, mut cpu) = (0, 0.0);
+    for w in workers {
+        let m = joined(w)?;
+        cpu += m.cpu;
+        nodes += m
+            .stderr
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["fields"]["message"] == "worker finished")
+            .and_then(|v| v["fields"]["nodes"].as_u64())
+            .unwrap_or(0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let v: serde_json::Value = serde_json::from_str(c.stdout.trim())
+        .map_err(|e| Failure::runtime(format!("bench: {board}: unreadable coordinator output ({e}): {}", c.stdout)))?;
+    Ok(ScalingRun {
+        nimber: v["nimber"].as_u64().map_or("?".into(), |n| format!("*{n}")),
+        units: v["units"].as_u64().unwrap_or(0),
+        nodes,
+        cpu,
+        wall: v["millis"].as_u64().map_or(c.wall, |ms| ms as f64 / 1000.0),
+        shared: v["facts_shared"].as_u64().unwrap_or(0),
+    })
+}
+
+/// The scaling table: per board and N, N worker processes against the first N of the list.
+fn run_scaling(boards: &[&str], list: &str, a: &BenchArgs) -> Result<(), Failure> {
+    let ns: Vec<u32> = list
+        .split(',')
+        .map(|x| x.trim().parse().ok().filter(|&n| (1..=256).contains(&n)))
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            Failure::input(format!("--scaling {list}: a list of worker counts from 1 to 256, e.g. 1,2,4"))
+        })?;
+    println!("| board | nimber | workers | units | nodes | nodes / first | worker CPU s | CPU / first | wall s | speed-up | facts shared |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for b in boards {
+        let mut first: Option<ScalingRun> = None;
+        for &n in &ns {
+            let mut runs: Vec<ScalingRun> =
+                (0..a.runs.max(1)).map(|_| run_scaling_once(b, n, a)).collect::<Result<_, _>>()?;
+            let wall = median(runs.iter().map(|r| r.wall).collect());
+            runs.sort_by(|x, y| x.wall.total_cmp(&y.wall));
+            let r = runs.swap_remove(runs.len() / 2);
+            let f = first.get_or_insert_with(|| r.clone());
+            let (base_nodes, base_cpu, base_wall) = (f.nodes.max(1) as f64, f.cpu.max(1e-9), f.wall);
+            println!(
+                "| {b} | {} | {n} | {} | {} | {:.2} | {:.1} | {:.2} | {:.1} | {:.2}× | {} |",
+                r.nimber,
+                r.units,
+                thousands(r.nodes),
+                r.nodes as f64 / base_nodes,
+                r.cpu,
+                r.cpu / base_cpu,
+                wall,
+                base_wall / wall,
+                thousands(r.shared)
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs the benchmark and prints a Markdown table.
 pub fn run(a: &BenchArgs) -> Result<(), Failure> {
     let boards: Vec<&str> = a.boards.split(',').map(str::trim).filter(|b| !b.is_empty()).collect();
     for b in &boards {
         crate::cli::parse_spec(b)?;
+    }
+    if let Some(list) = &a.scaling {
+        return run_scaling(&boards, list, a);
     }
     if a.cluster {
         return run_cluster(&boards, a);

@@ -156,6 +156,9 @@ pub struct SolveRecord {
     /// Work units recorded (cluster path only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub units: Option<u64>,
+    /// Facts workers shared with each other (cluster path only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facts_shared: Option<u64>,
     /// The certificate written, with `--certificate`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certificate: Option<CertificateRecord>,

@@ -6,7 +6,7 @@ use crate::cli::{parse_spec, print_record, CertificateRecord, DbArgs, EngineArgs
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use cram_coordinator::state::Checks;
-use cram_coordinator::{CertificateTarget, CoordError, Finished, Settings as CoordSettings, Split};
+use cram_coordinator::{CertificateTarget, CoordError, Finished, Settings as CoordSettings, Share, Split};
 use cram_engine::{Board, Mode, Outcome};
 use cram_worker::{Settings as WorkerSettings, WorkerError};
 use std::path::{Path, PathBuf};
@@ -117,6 +117,13 @@ pub struct CoordinatorArgs {
     /// Check one result in N of a trusted worker (0: none).
     #[arg(long, value_name = "N", default_value_t = Checks::DEFAULT.sample_one_in)]
     pub check_one_in: u32,
+    /// Workers send back facts about regions of at least N cells (found at a cost of
+    /// --share-min-nodes), which the coordinator hands to the other workers (0: none).
+    #[arg(long, value_name = "N", default_value_t = Share::DEFAULT.min_cells)]
+    pub share_min_cells: u32,
+    /// The least search nodes a fact cost to be worth sharing.
+    #[arg(long, value_name = "N", default_value_t = Share::DEFAULT.min_nodes)]
+    pub share_min_nodes: u64,
     /// Print the result as the JSON object `cram solve --json` prints.
     #[arg(long)]
     pub json: bool,
@@ -319,6 +326,7 @@ fn record(spec: &str, board: &Board, f: &Finished) -> SolveRecord {
         millis: f.millis,
         peak_mib: crate::report::peak_rss_mib(),
         units: Some(f.counters.done + f.counters.split),
+        facts_shared: (f.counters.facts_shared > 0).then_some(f.counters.facts_shared),
         certificate: f.certificate.as_ref().map(|c| CertificateRecord {
             file: c.path.display().to_string(),
             facts: c.facts,
@@ -360,6 +368,7 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
             (Some(c), Some(k)) => Some((c, k)),
             _ => None,
         },
+        share: Share { min_cells: a.share_min_cells, min_nodes: a.share_min_nodes },
     };
     let rt = runtime()?;
     let finished = rt.block_on(async {
@@ -633,6 +642,8 @@ pub fn solve_with_workers(
         answered: Some(stop_tx.clone()),
         certificate: certificate.target(),
         tls: None,
+        // The workers are threads of this process: they share one table instead.
+        share: Share::NONE,
     };
     let result = runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;

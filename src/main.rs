@@ -14,6 +14,7 @@ mod cluster;
 mod dbcmd;
 mod pictures;
 mod report;
+mod simulate;
 mod solve;
 
 use clap::{Parser, Subcommand};
@@ -57,6 +58,9 @@ enum Command {
     Coordinator(cluster::CoordinatorArgs),
     /// Lease units from a coordinator and solve them.
     Worker(cluster::WorkerArgs),
+    /// How a job would scale to many workers: the real scheduler in virtual time, driven
+    /// by a run's event log.
+    Simulate(simulate::SimulateArgs),
     /// Ask a running coordinator how its job is going.
     Status(cluster::StatusArgs),
     /// Exit 0 when a coordinator is serving (for container health checks).
@@ -124,6 +128,7 @@ fn main() -> ExitCode {
         Command::Show(a) => pictures::run_show(&a),
         Command::Coordinator(a) => cluster::run_coordinator(&a),
         Command::Worker(a) => cluster::run_worker(&a),
+        Command::Simulate(a) => simulate::run(&a),
         Command::Status(a) => cluster::run_status(&a),
         Command::Health(a) => cluster::run_health(&a),
     };

@@ -92,6 +92,7 @@ pub fn solve_one(solver: &mut ParallelSolver, spec: &str, board: &Board, mode: M
         millis: start.elapsed().as_millis() as u64,
         peak_mib: peak_rss_mib(),
         units: None,
+        facts_shared: None,
         certificate: None,
     })
 }

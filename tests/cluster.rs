@@ -372,6 +372,8 @@ async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String,
                 millis: 1,
                 from_cache: false,
                 proof: Vec::new(),
+                shared: Vec::new(),
+                uses: Vec::new(),
             };
             loop {
                 match client.submit(req.clone()).await {
@@ -451,6 +453,126 @@ fn chaos_kills_and_a_liar_leave_the_answer_right() {
         from_liar("result"),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// Knowledge shared across machines, and what happens when its source is found wrong: a
+/// protocol-speaking client answers a unit rightly but shares a false fact about a large
+/// region; a real worker loads it (its results say so); the client is then disconnected
+/// for an impossible result, and the worker drops its tables and cache, and every result
+/// of it that rested on the false fact is discarded. The answer is the engine's.
+#[test]
+fn a_worker_drops_what_a_distrusted_worker_shared() {
+    use cram_engine::{Config, DbSet, Facts, Solver};
+    use cram_proto::pb;
+    let dir = scratch("poison");
+    let state = dir.join("state");
+    let job = "4x11";
+    let want = engine(&[job], &[]);
+    let args = [
+        "--trust-after",
+        "0",
+        "--check-one-in",
+        "0",
+        "--share-min-cells",
+        "10",
+        "--share-min-nodes",
+        "1",
+        "--lease-secs",
+        "5",
+    ];
+    let c = start_coordinator(&dir, &state, job, &args);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_runtime = rt.enter();
+    let mut client = cram_proto::client(&c.url, None, None).unwrap();
+    let instance = format!("{:016x}", rand::random::<u64>());
+    let id = format!("poisoner#{instance}");
+    let register = pb::RegisterRequest {
+        protocol: cram_proto::PROTOCOL_VERSION,
+        build: cram_proto::BUILD_ID.into(),
+        db_fingerprint: "none".into(),
+        name: "poisoner".into(),
+        threads: 1,
+        instance,
+    };
+    rt.block_on(client.register(register)).unwrap();
+    let mut engine = Solver::new(&Config { tt_bytes: 64 << 20, pairing: true }, std::sync::Arc::new(DbSet::default()));
+    let mut lease = || match rt.block_on(client.lease(pb::LeaseRequest { worker_id: id.clone(), slot: 0 })) {
+        Ok(r) => match r.into_inner().reply {
+            Some(pb::lease_reply::Reply::Unit(u)) => u,
+            other => panic!("no unit: {other:?}"),
+        },
+        Err(e) => panic!("{e}"),
+    };
+    let u = lease();
+    let region = cram_proto::region_from_pb(u.region.as_ref()).unwrap();
+    let query = cram_proto::Query::from_pb(u.query.as_ref()).unwrap();
+    let truth = engine.nimber(region).unwrap();
+    let answer = match query {
+        cram_proto::Query::IsValue(k) if k != truth => {
+            let mut f = Facts::UNKNOWN;
+            f.exclude(k);
+            f
+        }
+        _ => Facts::exact(truth),
+    };
+    // The false fact: about a large region of one of the unit's options, one the
+    // coordinator holds nothing certain about (over 16 cells, not paired).
+    let target = cram_engine::options::options(&region)
+        .into_iter()
+        .flat_map(|c| c.regions)
+        .find(|r| r.cells() > 16 && engine.settled_value(r).is_none())
+        .unwrap();
+    let lie = cram_engine::solver::Learned {
+        region: target,
+        facts: Facts::exact(engine.nimber(target).unwrap() ^ 1),
+        nodes: 1_000_000,
+    };
+    let submit = |unit: &pb::Unit, facts: Facts, shared: Vec<pb::SharedFact>| pb::SubmitRequest {
+        worker_id: id.clone(),
+        unit_id: unit.unit_id.clone(),
+        attempt: unit.attempt,
+        region: unit.region.clone(),
+        facts: Some(cram_proto::facts_to_pb(facts)),
+        finished: true,
+        nodes: 1000,
+        millis: 1,
+        from_cache: false,
+        proof: Vec::new(),
+        shared,
+        uses: Vec::new(),
+    };
+    let mut client2 = cram_proto::client(&c.url, None, None).unwrap();
+    assert!(
+        rt.block_on(client2.submit(submit(&u, answer, vec![cram_proto::shared_to_pb(&lie, "")])))
+            .unwrap()
+            .into_inner()
+            .recorded
+    );
+    // A real worker loads the false fact with its first lease.
+    let (mut worker, wlog) = start_worker(&dir, &c.url, &[]);
+    let rests_on_lie = |r: &Value| r["uses"].as_array().is_some_and(|u| u.iter().any(|w| w == id.as_str()));
+    wait_for("a result resting on the shared fact", 120, || results(&state).iter().any(rests_on_lie));
+    // The poisoner is caught: an impossible result disconnects it.
+    let u2 = lease();
+    let refused = rt.block_on(client2.submit(submit(&u2, Facts { excluded: u32::MAX, upper: 0 }, Vec::new())));
+    assert_eq!(refused.unwrap_err().code(), tonic::Code::PermissionDenied);
+    let (outcome, nimber) = result_of(c, 300);
+    assert_eq!((outcome, nimber), want[job].clone(), "the answer is the engine's");
+    assert!(wait(&mut worker, 30, "worker").success());
+    assert_eq!(distrusted(&state), vec![id.clone()]);
+    let wl = std::fs::read_to_string(wlog).unwrap();
+    assert!(wl.contains("dropping the tables, the cache and the units under way"), "{wl}");
+    assert!(wl.contains("resets=1"), "{wl}");
+    // The worker did not go round in circles on results the coordinator would not record
+    // (the job has about 100 units).
+    let searched: u64 = wl
+        .lines()
+        .find(|l| l.contains("worker finished"))
+        .and_then(|l| l.split("searched=").nth(1))
+        .and_then(|x| x.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(searched < 200, "{searched} units searched");
 }
 
 /// A second coordinator on a state directory in use is refused with exit code 2 and a

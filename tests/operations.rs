@@ -350,9 +350,40 @@ fn results_larger_than_grpc_defaults_are_read() {
             millis: 1,
             from_cache: false,
             proof: vec![7; 6 << 20],
+            ..Default::default()
         };
         client.submit(req).await.map(|r| r.into_inner().recorded)
     });
     assert!(recorded.is_ok(), "a 6 MiB result was not read: {recorded:?}");
     kill9(&mut c.child);
+}
+
+/// `cram simulate` replays a real run's job through the scheduler in virtual time: one row
+/// per worker count, the first at 100 % efficiency, more workers finishing sooner while
+/// units last, and a log that is not one refused with a message.
+#[test]
+fn simulate_scales_a_logged_run() {
+    let dir = scratch("simulate");
+    let state = dir.join("state");
+    let st = state.display().to_string();
+    let o = cram(&["solve", "5x6", "--no-db", "--workers", "2", "--state", &st, "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let args = ["simulate", "--state", &st, "--no-db", "--workers", "1,4", "--split-depths", "2,3"];
+    let o = cram(&[&args[..], &["--nodes-per-sec", "100000"]].concat());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let rows: Vec<Vec<String>> = out
+        .lines()
+        .filter(|l| l.starts_with("| 2 |") || l.starts_with("| 3 |"))
+        .map(|l| l.split('|').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    for pair in rows.chunks(2) {
+        assert_eq!((pair[0][1].as_str(), pair[0][6].as_str()), ("1", "100 %"), "{out}");
+        let makespan = |r: &Vec<String>| r[4].parse::<f64>().unwrap();
+        assert!(makespan(&pair[1]) < makespan(&pair[0]), "four workers finish sooner: {out}");
+    }
+    let missing = cram(&["simulate", "--state", &dir.join("nothing").display().to_string(), "--no-db"]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing.stderr));
+    assert!(text(&missing.stderr).contains("events.jsonl"), "{}", text(&missing.stderr));
 }

@@ -361,7 +361,11 @@ impl Job {
                         .filter(|&(ask, attempt, nodes)| !self.sched.heartbeat(&worker, ask, attempt, nodes, now))
                         .map(|(ask, ..)| ask.id())
                         .collect();
-                    pb::HeartbeatReply { cancel, done: self.sched.answer().is_some() }
+                    pb::HeartbeatReply {
+                        cancel,
+                        done: self.sched.answer().is_some(),
+                        distrusted: self.sched.distrusted_workers(),
+                    }
                 });
                 let _ = reply.send(answer);
             }
@@ -444,19 +448,29 @@ impl Job {
             lease_millis: lease.as_millis() as u32,
             pairing: self.settings.pairing,
             certificate_small: self.settings.certificate.as_ref().map(|c| c.small),
+            share_min_cells: self.settings.share.min_cells,
+            share_min_nodes: self.settings.share.min_nodes,
         })
     }
 
     fn lease(&mut self, worker: &str, slot: u32, now: Instant) -> pb::LeaseReply {
         let reply = match self.sched.lease(worker, slot, now) {
-            LeaseOutcome::Unit(ask, attempt) => {
-                tracing::debug!(unit = %ask.id(), attempt, %worker, "leased");
+            LeaseOutcome::Unit(ask, attempt, isolated) => {
+                tracing::debug!(unit = %ask.id(), attempt, %worker, isolated, "leased");
+                let known = if isolated || self.settings.share.min_cells == 0 {
+                    Vec::new()
+                } else {
+                    let facts = self.sched.shared_for(worker, crate::SHARED_PER_LEASE);
+                    facts.iter().map(|(l, origin)| cram_proto::shared_to_pb(l, origin)).collect()
+                };
                 lease_reply::Reply::Unit(pb::Unit {
                     unit_id: ask.id(),
                     attempt,
                     region: Some(cram_proto::region_to_pb(&ask.region)),
                     query: Some(ask.query.to_pb()),
                     node_budget: self.settings.unit_nodes,
+                    known,
+                    isolated,
                 })
             }
             LeaseOutcome::Wait => lease_reply::Reply::RetryMillis(200),
@@ -471,7 +485,7 @@ impl Job {
         match self.sched.judge(&s) {
             Verdict::Ignore(why) => {
                 tracing::debug!(%unit, worker = %s.worker, why, "result not recorded");
-                Ok(Ok(pb::SubmitReply { recorded: false }))
+                Ok(Ok(pb::SubmitReply { recorded: false, distrusted: self.sched.distrusted_workers() }))
             }
             Verdict::Accept(mut record) => {
                 if self.settings.certificate.is_some() && s.finished && !s.proof.is_empty() {
@@ -484,7 +498,7 @@ impl Job {
                 } else {
                     tracing::info!(%unit, worker = %s.worker, nodes = s.nodes, "unit ran out of budget; splitting it");
                 }
-                Ok(Ok(pb::SubmitReply { recorded: true }))
+                Ok(Ok(pb::SubmitReply { recorded: true, distrusted: Vec::new() }))
             }
             Verdict::Refuse { events, reason, disconnect } => {
                 tracing::warn!(%unit, worker = %s.worker, %reason, "refused a result");

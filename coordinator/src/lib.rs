@@ -82,7 +82,29 @@ pub struct Settings {
     pub certificate: Option<CertificateTarget>,
     /// Serve gRPC over TLS with this certificate (chain) and key, both PEM.
     pub tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// What workers share with each other (knowledge across machines).
+    pub share: Share,
 }
+
+/// Which facts workers send back to be handed to the other workers: those about regions
+/// of at least `min_cells` cells that took at least `min_nodes` nodes (docs/cluster.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Share {
+    /// Least region size; 0: nothing is shared.
+    pub min_cells: u32,
+    /// Least search nodes the fact cost.
+    pub min_nodes: u64,
+}
+
+impl Share {
+    /// Nothing is shared (workers of one process share a table instead).
+    pub const NONE: Share = Share { min_cells: 0, min_nodes: 0 };
+    /// The default, chosen by measurement (docs/cluster.md#knowledge-shared-across-machines).
+    pub const DEFAULT: Share = Share { min_cells: 24, min_nodes: 20_000 };
+}
+
+/// Shared facts handed to a worker with one lease, at most.
+pub const SHARED_PER_LEASE: usize = 100_000;
 
 /// Where a certified job's certificate goes, and the size of the regions left to the
 /// checker (no facts for them).

@@ -11,7 +11,7 @@ use crate::state::Submission;
 use crate::top::Ask;
 use cram_proto::pb;
 use cram_proto::pb::coordinator_server::Coordinator;
-use cram_proto::{facts_from_pb, parse_unit_id, region_from_pb};
+use cram_proto::{facts_from_pb, parse_unit_id, region_from_pb, shared_from_pb};
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Request as Call, Response, Status};
 
@@ -41,6 +41,9 @@ pub fn unit_of(id: &str) -> Result<Ask, Status> {
         .ok_or_else(|| Status::invalid_argument(format!("{id:?} names no unit")))
 }
 
+/// Workers a result may say it rests on.
+const MAX_USES: usize = 4096;
+
 /// True for a worker name or instance the coordinator takes: 1 to [`MAX_NAME`] bytes,
 /// without control characters or `#` (which separates the two in a worker's id).
 pub fn valid_name(s: &str) -> bool {
@@ -63,6 +66,12 @@ pub fn submission_from_pb(r: pb::SubmitRequest) -> Result<Submission, Status> {
     if region_from_pb(r.region.as_ref())? != ask.region {
         return Err(Status::invalid_argument("the region does not match the unit"));
     }
+    let worker_id = |w: &String| w.split_once('#').is_some_and(|(n, i)| valid_name(n) && valid_name(i));
+    if r.uses.len() > MAX_USES || !r.uses.iter().all(worker_id) {
+        return Err(Status::invalid_argument(format!(
+            "`uses` must name at most {MAX_USES} workers by their ids (name#instance)"
+        )));
+    }
     Ok(Submission {
         worker: r.worker_id,
         ask,
@@ -73,6 +82,8 @@ pub fn submission_from_pb(r: pb::SubmitRequest) -> Result<Submission, Status> {
         millis: r.millis,
         from_cache: r.from_cache,
         proof: r.proof,
+        shared: r.shared.iter().map(shared_from_pb).collect::<Result<_, _>>()?,
+        uses: r.uses,
     })
 }
 

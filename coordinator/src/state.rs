@@ -18,10 +18,11 @@
 //! results are all discarded, the top replanned from the rest, and the worker disconnected.
 //! No answer is given while a check or a settlement is outstanding.
 
-use crate::store::{Event, IndexFacts, RefusedRecord, ResultRecord};
+use crate::store::{Event, IndexFacts, RefusedRecord, ResultRecord, SharedRecord};
 use crate::top::{Ask, Branch, Top};
 use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
+use cram_engine::solver::Learned;
 use cram_engine::{Mode, Outcome, Solution};
 use cram_proto::Query;
 use serde::Serialize;
@@ -56,8 +57,9 @@ impl Checks {
 /// What a lease request gets.
 #[derive(Debug, PartialEq)]
 pub enum LeaseOutcome {
-    /// Work on this unit under this attempt number.
-    Unit(Ask, u64),
+    /// Work on this unit under this attempt number; `true`: isolated (a spot check, to be
+    /// answered without shared facts or the cache).
+    Unit(Ask, u64, bool),
     /// Nothing to hand out now.
     Wait,
     /// The job is solved.
@@ -96,6 +98,10 @@ pub struct Submission {
     pub from_cache: bool,
     /// In a certified job, the proof of a finished result (empty otherwise).
     pub proof: Vec<u8>,
+    /// Facts about large regions the search found, for the other workers.
+    pub shared: Vec<Learned>,
+    /// The workers whose shared facts the worker's tables held when it searched.
+    pub uses: Vec<String>,
 }
 
 /// What to do with a submission.
@@ -150,6 +156,8 @@ struct Held {
     from_cache: bool,
     /// Its proof's file, in a certified job.
     proof: Option<String>,
+    /// The workers whose shared facts it rests on.
+    uses: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -183,6 +191,10 @@ pub struct Counters {
     pub refused: u64,
     /// Regions the coordinator settled by its own search.
     pub settled: u64,
+    /// Facts workers shared (knowledge across machines).
+    pub facts_shared: u64,
+    /// Shared facts handed to workers with their leases.
+    pub facts_handed_out: u64,
 }
 
 /// The scheduler.
@@ -214,6 +226,10 @@ pub struct Scheduler {
     confirmed: HashMap<String, u32>,
     distrusted: BTreeMap<String, String>,
     workers: HashMap<String, Worker>,
+    /// Facts shared by each worker, in the order they came (knowledge across machines).
+    shared: HashMap<String, Vec<Learned>>,
+    /// How many of an origin's shared facts each worker has been given: (worker, origin).
+    shared_sent: HashMap<(String, String), usize>,
     lease: Duration,
     /// When this run began (checks wait a lease period for workers before the
     /// coordinator takes them itself).
@@ -264,6 +280,8 @@ impl Scheduler {
             settling: None,
             confirmed: HashMap::new(),
             distrusted: BTreeMap::new(),
+            shared: HashMap::new(),
+            shared_sent: HashMap::new(),
             workers: HashMap::new(),
             lease,
             since: Instant::now(),
@@ -291,16 +309,55 @@ impl Scheduler {
         }
     }
 
+    /// Keeps the facts a result shared, for the other workers (a distrusted worker's are
+    /// dropped).
+    fn apply_shared(&mut self, worker: &str, facts: &[SharedRecord]) {
+        if facts.is_empty() || self.distrusted.contains_key(worker) {
+            return;
+        }
+        let list = self.shared.entry(worker.to_string()).or_default();
+        list.extend(facts.iter().filter_map(SharedRecord::learned));
+        self.counters.facts_shared += facts.len() as u64;
+    }
+
+    /// Facts other workers shared that `worker` has not been given yet (at most `limit`),
+    /// each with its origin; only from workers trusted now (a false fact in a table spreads
+    /// to every answer that uses it), never for an isolated unit.
+    pub fn shared_for(&mut self, worker: &str, limit: usize) -> Vec<(Learned, String)> {
+        let mut out = Vec::new();
+        let mut origins: Vec<String> = self.shared.keys().filter(|o| o.as_str() != worker).cloned().collect();
+        origins.sort();
+        for origin in origins {
+            if out.len() >= limit || !self.trusted(&origin) {
+                continue;
+            }
+            let facts = &self.shared[&origin];
+            let sent = self.shared_sent.entry((worker.to_string(), origin.clone())).or_insert(0);
+            let take = (facts.len() - *sent).min(limit - out.len());
+            out.extend(facts[*sent..*sent + take].iter().map(|&l| (l, origin.clone())));
+            *sent += take;
+        }
+        self.counters.facts_handed_out += out.len() as u64;
+        out
+    }
+
+    /// The workers found wrong (a worker that loaded facts they shared must forget them).
+    pub fn distrusted_workers(&self) -> Vec<String> {
+        self.distrusted.keys().cloned().collect()
+    }
+
     fn apply_result(&mut self, r: &ResultRecord) {
         let Some((region, query)) = cram_proto::parse_unit_id(&r.unit) else { return };
         let ask = Ask { region, query };
         let again =
             if r.finished { self.holds_from(&ask, &r.worker) } else { self.units.get(&ask).is_some_and(|u| u.split) };
-        if again || self.distrusted.contains_key(&r.worker) {
-            // A line logged twice, or a distrusted worker's: nothing new.
+        if again || self.distrusted.contains_key(&r.worker) || r.uses.iter().any(|w| self.distrusted.contains_key(w)) {
+            // A line logged twice, or a distrusted worker's (or resting on one's facts):
+            // nothing new.
             return;
         }
         self.dirty = true;
+        self.apply_shared(&r.worker, &r.shared);
         self.nodes = self.nodes.saturating_add(r.nodes);
         if let Some(w) = self.workers.get_mut(&r.worker) {
             w.nodes = w.nodes.saturating_add(r.nodes);
@@ -332,6 +389,7 @@ impl Scheduler {
             confirmed_by: Vec::new(),
             from_cache: r.from_cache,
             proof: r.proof.clone(),
+            uses: r.uses.clone(),
         };
         let others = self.answers.entry(ask).or_default();
         for h in others.iter_mut().filter(|h| agree(h.facts, held.facts)) {
@@ -370,6 +428,9 @@ impl Scheduler {
             return;
         }
         self.leave(worker);
+        // What it shared is not handed out again; workers that loaded some forget it.
+        self.shared.remove(worker);
+        self.shared_sent.retain(|(_, origin), _| origin != worker);
         for unit in self.units.values_mut() {
             if unit.lease.as_ref().is_some_and(|l| l.worker == worker) {
                 unit.lease = None;
@@ -384,7 +445,7 @@ impl Scheduler {
         // Replan: every fact from the rest, trust and checks counted again.
         self.top.forget_reports();
         self.answers.retain(|_, list| {
-            list.retain(|h| h.worker != worker);
+            list.retain(|h| h.worker != worker && !h.uses.iter().any(|w| w == worker));
             !list.is_empty()
         });
         self.confirmed.clear();
@@ -564,6 +625,7 @@ impl Scheduler {
             .find(|a| self.may_take(worker, a) && self.units.get(a).is_none_or(|u| u.lease.is_none()));
         let throttled =
             self.unchecked_of(worker) >= self.checks_policy.trust_after.max(1) as usize && !self.trusted(worker);
+        let isolated = check.is_some();
         let pick = check.map(|a| (a, None)).or_else(|| {
             if throttled {
                 return None;
@@ -588,7 +650,7 @@ impl Scheduler {
             deadline: now + self.lease,
             nodes: 0,
         });
-        LeaseOutcome::Unit(ask, unit.attempt)
+        LeaseOutcome::Unit(ask, unit.attempt, isolated)
     }
 
     /// A heartbeat for one unit: extends the lease while nodes grow. Returns false when the
@@ -659,6 +721,8 @@ impl Scheduler {
             from_cache: s.from_cache,
             check,
             proof: None,
+            shared: s.shared.iter().map(SharedRecord::of).collect(),
+            uses: s.uses.clone(),
         };
         let refusal = |reason: &str| {
             Event::Refused(RefusedRecord {
@@ -670,6 +734,20 @@ impl Scheduler {
                 reason: reason.to_string(),
             })
         };
+        if s.uses.iter().any(|w| self.distrusted.contains_key(w)) {
+            // Searched with a table that held a distrusted worker's facts: the unit goes
+            // to whoever asks next.
+            if let Some(u) = self.units.get_mut(&ask).filter(|u| u.lease.as_ref().is_some_and(|l| l.worker == s.worker))
+            {
+                u.lease = None;
+            }
+            return Verdict::Ignore("the result rests on facts shared by a distrusted worker");
+        }
+        if let Some(bad) = s.shared.iter().find(|l| !agree(self.top.certain(&l.region), l.facts)) {
+            let reason = format!("a shared fact about {} contradicts what is certain", bad.region.key());
+            let distrust = Event::Distrust { worker: s.worker.clone(), reason: format!("{reason} ({})", ask.id()) };
+            return Verdict::Refuse { events: vec![refusal(&reason), distrust], reason, disconnect: true };
+        }
         let answered = self.answers.contains_key(&ask);
         if !s.finished {
             // An unfinished result splits the unit only from the attempt that holds it (or
@@ -778,6 +856,8 @@ impl Scheduler {
             from_cache: false,
             check: true,
             proof: None,
+            shared: Vec::new(),
+            uses: Vec::new(),
         })];
         let held = self
             .answers
@@ -1092,6 +1172,8 @@ mod tests {
             millis: 1,
             from_cache: false,
             proof: Vec::new(),
+            shared: Vec::new(),
+            uses: Vec::new(),
         }
     }
 
@@ -1112,7 +1194,7 @@ mod tests {
 
     fn unit(s: &mut Scheduler, worker: &str, slot: u32, t: Instant) -> (Ask, u64) {
         match s.lease(worker, slot, t) {
-            LeaseOutcome::Unit(a, n) => (a, n),
+            LeaseOutcome::Unit(a, n, _) => (a, n),
             other => panic!("no unit for {worker}: {other:?}"),
         }
     }
@@ -1394,5 +1476,95 @@ mod tests {
         }
         assert!(s.checks.is_empty() && s.distrusted.is_empty());
         assert_eq!(s.confirmed[&a], 1);
+    }
+
+    /// A fact a worker would share: the true value of one of `ask`'s region's options.
+    fn option_fact(ask: Ask) -> Learned {
+        let child = cram_engine::options::options(&ask.region).into_iter().next().unwrap();
+        let region = child.regions[0];
+        Learned { region, facts: Facts::exact(oracle().nimber(region).unwrap()), nodes: 500 }
+    }
+
+    #[test]
+    fn shared_facts_go_to_the_others_and_fall_with_their_worker() {
+        let mut s = scheduler(NO_CHECKS);
+        let t0 = Instant::now();
+        let a = s.register("a", "1", 1, t0).unwrap();
+        let b = s.register("b", "2", 1, t0).unwrap();
+        let (ua, na) = unit(&mut s, &a, 0, t0);
+        let fact = option_fact(ua);
+        let mut x = sub(&a, ua, na, truth(ua), true, 10);
+        x.shared = vec![fact];
+        submit(&mut s, x);
+        assert_eq!(s.counters.facts_shared, 1);
+        // Handed to b once, never back to a.
+        assert!(s.shared_for(&a, 10).is_empty());
+        assert_eq!(s.shared_for(&b, 10), vec![(fact, a.clone())]);
+        assert!(s.shared_for(&b, 10).is_empty(), "sent once");
+        // b answers with a's fact in its table.
+        let (ub, nb) = unit(&mut s, &b, 0, t0);
+        let mut y = sub(&b, ub, nb, truth(ub), true, 10);
+        y.uses = vec![a.clone()];
+        submit(&mut s, y);
+        assert!(s.answers.contains_key(&ub));
+        // a is found wrong: its facts are no longer handed out, and b's answer, which rests
+        // on them, is discarded with a's own; a later result of b that used them is ignored.
+        s.apply(&Event::Distrust { worker: a.clone(), reason: "test".into() });
+        assert!(!s.answers.contains_key(&ub) && !s.answers.contains_key(&ua));
+        let c = s.register("c", "3", 1, t0).unwrap();
+        assert!(s.shared_for(&c, 10).is_empty());
+        assert_eq!(s.distrusted_workers(), vec![a.clone()]);
+        let (again, n) = unit(&mut s, &b, 0, t0);
+        let mut z = sub(&b, again, n, truth(again), true, 10);
+        z.uses = vec![a.clone()];
+        assert!(matches!(submit(&mut s, z).0, Verdict::Ignore(_)));
+        assert!(s.units[&again].lease.is_none(), "the unit goes back at once");
+        // The log replays to the same: b's answer that used a's facts stays discarded.
+        let mut replayed = scheduler(NO_CHECKS);
+        let mut log = vec![];
+        let mut x = sub(&a, ua, na, truth(ua), true, 10);
+        x.shared = vec![fact];
+        log.extend(submit(&mut replayed, x).1);
+        let mut y = sub(&b, ub, nb, truth(ub), true, 10);
+        y.uses = vec![a.clone()];
+        log.extend(submit(&mut replayed, y).1);
+        log.push(Event::Distrust { worker: a.clone(), reason: "test".into() });
+        let mut fresh = scheduler(NO_CHECKS);
+        for e in &log {
+            fresh.apply(e);
+        }
+        assert!(fresh.answers.is_empty() && fresh.shared.is_empty());
+    }
+
+    #[test]
+    fn a_shared_fact_against_what_is_certain_disconnects_its_worker() {
+        let mut s = scheduler(NO_CHECKS);
+        let t0 = Instant::now();
+        let a = s.register("a", "1", 1, t0).unwrap();
+        let (u, n) = unit(&mut s, &a, 0, t0);
+        let mut fact = option_fact(u);
+        // Regions of up to 16 cells are certain to the coordinator: lie about one.
+        let small = cram_engine::region::AnyRegion::from_key("2x5:3ff").unwrap();
+        let truth_small = oracle().nimber(small).unwrap();
+        fact.region = small;
+        fact.facts = Facts::exact(truth_small ^ 1);
+        let mut x = sub(&a, u, n, truth(u), true, 10);
+        x.shared = vec![fact];
+        let (verdict, events) = submit(&mut s, x);
+        assert!(matches!(verdict, Verdict::Refuse { disconnect: true, .. }), "{verdict:?}");
+        assert!(matches!(&events[..], [Event::Refused(_), Event::Distrust { .. }]));
+        assert_eq!(s.counters.facts_shared, 0);
+    }
+
+    #[test]
+    fn isolated_leases_are_the_checks() {
+        let mut s = scheduler(checks(3));
+        let t0 = Instant::now();
+        let a = s.register("a", "1", 1, t0).unwrap();
+        let b = s.register("b", "2", 1, t0).unwrap();
+        let LeaseOutcome::Unit(u, n, false) = s.lease(&a, 0, t0) else { panic!("a first solve is not isolated") };
+        submit(&mut s, sub(&a, u, n, truth(u), true, 10));
+        let LeaseOutcome::Unit(check, _, true) = s.lease(&b, 0, t0) else { panic!("b checks a's answer, isolated") };
+        assert_eq!(check, u);
     }
 }

@@ -11,6 +11,7 @@
 
 use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
+use cram_engine::solver::Learned;
 use cram_engine::Outcome;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -98,6 +99,31 @@ pub struct ResultRecord {
     /// result's proof, written before the result is logged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
+    /// Facts about large regions the worker's search found, for the other workers
+    /// (knowledge shared across machines).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<SharedRecord>,
+    /// The workers whose shared facts the worker's tables held when it searched: if one of
+    /// them is found wrong, this result is discarded with theirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uses: Vec<String>,
+}
+
+/// A shared fact in the log, `[region key, excluded, upper, nodes]`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SharedRecord(pub String, pub u32, pub u8, pub u64);
+
+impl SharedRecord {
+    /// The record of a fact.
+    pub fn of(l: &Learned) -> SharedRecord {
+        SharedRecord(l.region.key(), l.facts.excluded, l.facts.upper, l.nodes)
+    }
+
+    /// The fact, if the record names a region.
+    pub fn learned(&self) -> Option<Learned> {
+        let region = AnyRegion::from_key(&self.0)?;
+        Some(Learned { region, facts: Facts { excluded: self.1, upper: self.2 }, nodes: self.3 })
+    }
 }
 
 impl ResultRecord {
@@ -544,7 +570,15 @@ fn check_event(replay: &Replay, event: &Event) -> Result<(), String> {
         Event::Result(r) if r.finished && r.facts().is_contradictory() => {
             Err(format!("facts of {:?} exclude every value", r.unit))
         }
-        Event::Result(r) => unit_of(&r.unit, &r.region),
+        Event::Result(r) => {
+            if let Some(bad) = r.shared.iter().find(|f| f.learned().is_none_or(|l| l.facts.is_contradictory())) {
+                return Err(format!(
+                    "a shared fact of {:?} about {:?} is unreadable or leaves no value",
+                    r.unit, bad.0
+                ));
+            }
+            unit_of(&r.unit, &r.region)
+        }
         Event::Refused(r) => unit_of(&r.unit, &r.region),
         Event::Job(_) | Event::Start { .. } | Event::Distrust { .. } | Event::Done(_) => Ok(()),
     }
@@ -580,6 +614,8 @@ mod tests {
             from_cache: false,
             check: false,
             proof: None,
+            shared: Vec::new(),
+            uses: Vec::new(),
         }
     }
 

@@ -310,6 +310,22 @@ pub struct Solver {
     next_check: u64,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
     busy: Option<Arc<Busy>>,
+    /// What is worth telling other machines ([`Solver::set_sharing`]): facts about regions
+    /// of at least this many cells that took at least this many nodes.
+    sharing: Option<(u32, u64)>,
+    learned: Vec<Learned>,
+}
+
+/// A fact a search established about a large region at a high cost: what a cluster's
+/// workers share ([`Solver::set_sharing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Learned {
+    /// The region.
+    pub region: AnyRegion,
+    /// What is known of its nimber.
+    pub facts: Facts,
+    /// The search nodes it cost.
+    pub nodes: u64,
 }
 
 impl Solver {
@@ -329,6 +345,46 @@ impl Solver {
             next_check: CHECK_EVERY,
             progress: None,
             busy: None,
+            sharing: None,
+            learned: Vec::new(),
+        }
+    }
+
+    /// With `Some((min_cells, min_nodes))`, keeps for [`Solver::take_learned`] the facts
+    /// established about regions of at least `min_cells` cells by searches of at least
+    /// `min_nodes` nodes: what a cluster's workers share, so that one machine's costly
+    /// facts save the others' searches. `None`: keeps nothing.
+    pub fn set_sharing(&mut self, sharing: Option<(u32, u64)>) {
+        self.sharing = sharing;
+        if sharing.is_none() {
+            self.learned.clear();
+        }
+    }
+
+    /// The facts kept since the last call ([`Solver::set_sharing`]), one per region (the
+    /// facts of a region stored several times merged).
+    pub fn take_learned(&mut self) -> Vec<Learned> {
+        let mut all = std::mem::take(&mut self.learned);
+        all.sort_by_key(|l| l.region);
+        let mut out: Vec<Learned> = Vec::with_capacity(all.len());
+        for l in all {
+            match out.last_mut() {
+                Some(last) if last.region == l.region => {
+                    last.facts = last.facts.merge(l.facts);
+                    last.nodes = last.nodes.max(l.nodes);
+                }
+                _ => out.push(l),
+            }
+        }
+        out
+    }
+
+    /// Adds facts another machine found about region `r` at a cost of `nodes` (the table
+    /// keeps them over entries that cost less).
+    pub fn preload(&mut self, r: &AnyRegion, facts: Facts, nodes: u64) {
+        match r {
+            AnyRegion::Narrow(x) => self.tt64.put(x.bits, x.stride, facts, nodes),
+            AnyRegion::Wide(x) => self.tt128.put(x.bits, x.stride, facts, nodes),
         }
     }
 
@@ -506,6 +562,11 @@ impl Solver {
     fn store<B: Word>(&mut self, r: &Region<B>, b: Facts, since: u64) {
         let nodes = self.nodes - since;
         B::table_mut(self).put(r.bits, r.stride, b, nodes);
+        if let Some((cells, min_nodes)) = self.sharing {
+            if nodes >= min_nodes && r.cells() >= cells {
+                self.learned.push(Learned { region: B::any(*r), facts: b, nodes });
+            }
+        }
     }
 
     fn nimber_g<B: Word>(&mut self, r: Region<B>) -> Res<u8> {

@@ -11,7 +11,7 @@ use cram_coordinator::store::Event;
 use cram_coordinator::top::Top;
 use cram_engine::{Board, DbSet, Mode};
 use cram_proto::pb;
-use cram_proto::{done_from_pb, done_to_pb, facts_from_pb, region_from_pb, region_to_pb, Query};
+use cram_proto::{done_from_pb, done_to_pb, facts_from_pb, region_from_pb, region_to_pb, shared_from_pb, shared_to_pb, Query};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 use std::sync::Arc;
@@ -53,6 +53,9 @@ fuzz_target!(|data: &[u8]| {
             1 => {
                 if let Ok(m) = pb::LeaseRequest::decode(bytes) {
                     let _ = sched.lease(worker, m.slot, now);
+                    for (fact, origin) in sched.shared_for(worker, 16) {
+                        assert!(fact.region.cells() > 0 && origin != *worker);
+                    }
                 }
             }
             2 => {
@@ -92,6 +95,11 @@ fuzz_target!(|data: &[u8]| {
                     match m.reply {
                         Some(pb::lease_reply::Reply::Unit(u)) => {
                             let _ = (region_from_pb(u.region.as_ref()), Query::from_pb(u.query.as_ref()));
+                            for f in &u.known {
+                                if let Ok(l) = shared_from_pb(f) {
+                                    assert_eq!(shared_from_pb(&shared_to_pb(&l, &f.origin)).expect("round trip"), l);
+                                }
+                            }
                         }
                         Some(pb::lease_reply::Reply::Done(d)) => {
                             if let Ok(a) = done_from_pb(&d) {

@@ -7,6 +7,7 @@
 
 use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
+use cram_engine::solver::Learned;
 use cram_engine::{Outcome, Solution};
 use std::path::Path;
 use tonic::metadata::MetadataValue;
@@ -21,7 +22,7 @@ pub mod pb {
 }
 
 /// Bumped on every incompatible change of `cram.proto` or of what a unit means.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The largest message either side accepts: a certified job's results carry proofs of
 /// many megabytes (gRPC's default limit is 4 MiB).
@@ -60,6 +61,27 @@ pub fn facts_to_pb(b: Facts) -> pb::Facts {
 /// Facts from the wire (an upper bound above 255 means none).
 pub fn facts_from_pb(f: Option<&pb::Facts>) -> Facts {
     f.map_or(Facts::UNKNOWN, |f| Facts { excluded: f.excluded, upper: f.upper.min(255) as u8 })
+}
+
+/// The wire form of a shared fact.
+pub fn shared_to_pb(l: &Learned, origin: &str) -> pb::SharedFact {
+    pb::SharedFact {
+        region: Some(region_to_pb(&l.region)),
+        facts: Some(facts_to_pb(l.facts)),
+        nodes: l.nodes,
+        origin: origin.to_string(),
+    }
+}
+
+/// A shared fact from the wire: the region must be one, and the facts must leave it a
+/// possible value (contradictory facts come only from a faulty worker).
+pub fn shared_from_pb(f: &pb::SharedFact) -> Result<Learned, Status> {
+    let region = region_from_pb(f.region.as_ref())?;
+    let facts = facts_from_pb(f.facts.as_ref());
+    if facts.is_contradictory() || facts.floor() as u32 > region.cells() / 2 {
+        return Err(Status::invalid_argument(format!("shared facts about {} leave it no value", region.key())));
+    }
+    Ok(Learned { region, facts, nodes: f.nodes })
 }
 
 /// The wire form of a job's answer.

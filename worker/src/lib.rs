@@ -24,7 +24,7 @@ use cram_engine::solver::SharedTables;
 use cram_engine::{Config, DbSet, Interrupted, Solution, Solver};
 use cram_proto::pb::{self, lease_reply};
 use cram_proto::{facts_to_pb, region_from_pb, region_to_pb, Client, Query};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -83,6 +83,13 @@ pub struct Summary {
     pub nodes: u64,
     /// The job's answer, when the coordinator said it is done.
     pub done: Option<Solution>,
+    /// Facts this worker sent for the others (knowledge shared across machines).
+    pub facts_shared: u64,
+    /// Facts of other workers this worker loaded into its tables.
+    pub facts_loaded: u64,
+    /// Times this worker dropped its tables and cache because a worker whose facts they
+    /// held was found wrong.
+    pub resets: u64,
 }
 
 /// Why a worker stopped with an error.
@@ -108,6 +115,9 @@ struct Registration {
     pairing: bool,
     /// The job is certified: results carry proofs with facts on regions above this size.
     certificate_small: Option<u32>,
+    /// Share facts about regions of at least this many cells that took at least this many
+    /// nodes (none: share nothing).
+    share: Option<(u32, u64)>,
 }
 
 /// A unit being searched: what the heartbeat reports and how it stops it.
@@ -131,6 +141,12 @@ struct Shared {
     summary: Mutex<Summary>,
     cache: Option<Cache>,
     started: Instant,
+    /// The tables the search threads share (none: each thread has its own).
+    tables: Mutex<Option<SharedTables>>,
+    /// The workers whose shared facts the tables hold (since the last reset).
+    loaded: Mutex<BTreeSet<String>>,
+    /// Bumped when the tables are dropped: a thread whose solver is older builds a new one.
+    generation: AtomicU64,
 }
 
 /// A failed call that is not worth retrying.
@@ -182,6 +198,7 @@ impl Shared {
                         heartbeat: Duration::from_millis(r.heartbeat_millis.max(50) as u64),
                         pairing: r.pairing,
                         certificate_small: r.certificate_small,
+                        share: (r.share_min_cells > 0).then_some((r.share_min_cells, r.share_min_nodes)),
                     };
                     *reg = Some(new.clone());
                     return Ok(new);
@@ -263,7 +280,11 @@ impl Shared {
         loop {
             req.worker_id = self.registration().await?.id;
             match self.client.clone().submit(req.clone()).await {
-                Ok(r) => return Ok(r.into_inner().recorded),
+                Ok(r) => {
+                    let r = r.into_inner();
+                    self.drop_tainted(&r.distrusted).await;
+                    return Ok(r.recorded);
+                }
                 // Refused for what it says, or too large to be read: sending it again would
                 // not help. The unit goes back; the coordinator decides what to do with it.
                 Err(e) if matches!(e.code(), Code::InvalidArgument | Code::OutOfRange) => {
@@ -302,6 +323,67 @@ impl Shared {
             }
             Err(_) => tracing::warn!("handing units back timed out; they will be reissued when their leases expire"),
         }
+    }
+
+    /// A solver for the job's settings, on the threads' shared tables if they have them
+    /// (`own_table` bytes of its own otherwise).
+    fn new_solver(&self, pairing: bool, own_table: usize) -> Solver {
+        let mut s = Solver::new(&Config { tt_bytes: own_table, pairing }, self.settings.dbs.clone());
+        if let Some(t) = self.tables.lock().expect("tables lock").as_ref() {
+            s.set_shared(t);
+        }
+        s
+    }
+
+    /// Loads facts other workers shared into `solver`'s tables, noting their origins.
+    fn preload(&self, solver: &mut Solver, known: &[pb::SharedFact]) {
+        let mut loaded = self.loaded.lock().expect("loaded lock");
+        let mut n = 0;
+        for f in known {
+            match cram_proto::shared_from_pb(f) {
+                Ok(l) if !f.origin.is_empty() => {
+                    solver.preload(&l.region, l.facts, l.nodes);
+                    loaded.insert(f.origin.clone());
+                    n += 1;
+                }
+                Ok(_) => tracing::warn!("a shared fact without its origin; not loaded"),
+                Err(e) => tracing::warn!("a shared fact this worker cannot use: {}", e.message()),
+            }
+        }
+        self.summary.lock().expect("summary lock").facts_loaded += n;
+    }
+
+    /// Resets (see [`Shared::reset`]) when any of `distrusted` is a worker whose facts the
+    /// tables hold.
+    async fn drop_tainted(&self, distrusted: &[String]) {
+        let tainted: Vec<String> = {
+            let loaded = self.loaded.lock().expect("loaded lock");
+            distrusted.iter().filter(|w| loaded.contains(*w)).cloned().collect()
+        };
+        if !tainted.is_empty() {
+            self.reset(&tainted).await;
+        }
+    }
+
+    /// Drops everything that may rest on a distrusted worker's facts: the tables (each
+    /// thread builds a new solver), the cache, and the units being searched (handed back).
+    async fn reset(&self, because: &[String]) {
+        tracing::warn!(distrusted = ?because, "a worker whose facts this worker loaded was found wrong: dropping the tables, the cache and the units under way");
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.loaded.lock().expect("loaded lock").clear();
+        if let Some(t) = self.tables.lock().expect("tables lock").as_mut() {
+            *t = SharedTables::new(self.settings.tt_bytes);
+        }
+        if let Some(c) = &self.cache {
+            c.clear();
+        }
+        self.summary.lock().expect("summary lock").resets += 1;
+        let units: Vec<String> = {
+            let active = self.active.lock().expect("active lock");
+            active.values().for_each(|a| a.cancel.store(true, Ordering::Relaxed));
+            active.keys().cloned().collect()
+        };
+        self.release(units, false).await;
     }
 
     fn finish(&self, done: &pb::Done) {
@@ -363,8 +445,11 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         summary: Mutex::new(Summary::default()),
         cache,
         instance: format!("{:016x}", rand::random::<u64>()),
+        tables: Mutex::new(settings.shared.clone()),
         settings,
         started: Instant::now(),
+        loaded: Mutex::new(BTreeSet::new()),
+        generation: AtomicU64::new(0),
     });
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..threads {
@@ -420,6 +505,9 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         from_cache = summary.from_cache,
         unfinished = summary.unfinished,
         nodes = summary.nodes,
+        facts_shared = summary.facts_shared,
+        facts_loaded = summary.facts_loaded,
+        resets = summary.resets,
         "worker finished"
     );
     Ok(summary)
@@ -436,7 +524,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
     // A thread's own table, unless the threads share one (which replaces it at once).
     let own_table =
         if shared.settings.shared.is_some() { 0 } else { shared.settings.tt_bytes / shared.settings.threads.max(1) };
-    let mut engine: Option<(bool, Searcher)> = None;
+    let mut engine: Option<(bool, u64, Searcher)> = None;
     loop {
         if shared.stopping() {
             return Ok(());
@@ -470,30 +558,47 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
                 continue;
             }
         };
-        // The job's engine settings decide the solver (a new job may change them).
-        let searcher = match engine.take() {
-            Some((pairing, s)) if pairing == reg.pairing => s,
-            _ => {
-                let mut s =
-                    Solver::new(&Config { tt_bytes: own_table, pairing: reg.pairing }, shared.settings.dbs.clone());
-                if let Some(t) = &shared.settings.shared {
-                    s.set_shared(t);
-                }
-                Searcher { solver: s, proofs: None }
-            }
+        // The job's engine settings decide the solver (a new job may change them); a reset
+        // (a distrusted worker's facts in the tables) makes a new one.
+        let generation = shared.generation.load(Ordering::Acquire);
+        let kept = match engine.take() {
+            Some((pairing, g, s)) if pairing == reg.pairing && g == generation => s,
+            _ => Searcher { solver: shared.new_solver(reg.pairing, own_table), proofs: None },
         };
-        let (searcher, outcome) = answer(&shared, searcher, &unit, region, query, index, reg.certificate_small).await;
-        engine = Some((reg.pairing, searcher));
+        // A spot check is answered by a solver of its own, without shared facts: it must
+        // not rest on what it checks.
+        let (mut searcher, isolated) = if unit.isolated {
+            let table = shared.settings.tt_bytes / shared.settings.threads.max(1);
+            let solver = Solver::new(&Config { tt_bytes: table, pairing: reg.pairing }, shared.settings.dbs.clone());
+            engine = Some((reg.pairing, generation, kept));
+            (Searcher { solver, proofs: None }, true)
+        } else {
+            let mut kept = kept;
+            shared.preload(&mut kept.solver, &unit.known);
+            (kept, false)
+        };
+        searcher.solver.set_sharing(reg.share);
+        let (mut searcher, outcome) =
+            answer(&shared, searcher, &unit, region, query, index, reg.certificate_small).await;
+        let learned = searcher.solver.take_learned();
+        if !isolated {
+            engine = Some((reg.pairing, generation, searcher));
+        }
         if let Some(damage) = shared.settings.dbs.damage() {
             shared.release(vec![unit.unit_id.clone()], true).await;
             return Err(WorkerError::Database(damage.to_string()));
         }
-        let Some(req) = outcome else { continue };
+        let Some(mut req) = outcome else { continue };
+        req.shared = learned.iter().map(|l| cram_proto::shared_to_pb(l, "")).collect();
+        shared.summary.lock().expect("summary lock").facts_shared += req.shared.len() as u64;
+        if !isolated {
+            req.uses = shared.loaded.lock().expect("loaded lock").iter().cloned().collect();
+        }
         let proved = !req.proof.is_empty();
         match shared.submit(&region, req).await {
             // The coordinator keeps the proof's facts: later proofs need not carry them.
-            Ok(true) if proved => {
-                if let Some((_, Searcher { proofs: Some(p), .. })) = engine.as_mut() {
+            Ok(true) if proved && !isolated => {
+                if let Some((_, _, Searcher { proofs: Some(p), .. })) = engine.as_mut() {
                     p.sent();
                 }
             }
@@ -513,7 +618,8 @@ struct Searcher {
 
 /// Answers a unit from the cache or by search; `None` when it was cancelled. In a
 /// certified job (`certificate_small`) the answer is proved after the search and the
-/// cache is not used (a cached answer has no proof).
+/// cache is not used (a cached answer has no proof); nor for an isolated unit (a spot
+/// check, which must not rest on what this worker loaded).
 async fn answer(
     shared: &Arc<Shared>,
     searcher: Searcher,
@@ -536,8 +642,10 @@ async fn answer(
         millis: started.elapsed().as_millis() as u64,
         from_cache,
         proof,
+        shared: Vec::new(),
+        uses: Vec::new(),
     };
-    if let Some(cache) = shared.cache.as_ref().filter(|_| certificate_small.is_none()) {
+    if let Some(cache) = shared.cache.as_ref().filter(|_| certificate_small.is_none() && !unit.isolated) {
         let known = cache.get(&region);
         if query.answered_by(known) {
             tracing::debug!(unit = %unit.unit_id, "answered from the cache");
@@ -706,6 +814,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) -> Result<(), WorkerError> {
                     cancel_all(&shared);
                     continue;
                 }
+                shared.drop_tainted(&r.distrusted).await;
                 let active = shared.active.lock().expect("active lock");
                 for id in &r.cancel {
                     if let Some(a) = active.get(id) {
@@ -766,6 +875,12 @@ fn metrics_text(shared: &Shared) -> String {
         "cram_worker_nodes_per_second",
         "Search nodes per second since the worker started.",
         nodes as f64 / shared.started.elapsed().as_secs_f64().max(1e-3),
+    );
+    e.counter("cram_worker_facts_shared_total", "Facts this worker sent for the other workers.", s.facts_shared);
+    e.counter(
+        "cram_worker_facts_loaded_total",
+        "Facts of other workers loaded into this worker's tables.",
+        s.facts_loaded,
     );
     e.gauge("cram_worker_units_active", "Units being searched now.", active as f64);
     e.gauge("cram_worker_threads", "Search threads.", shared.settings.threads as f64);

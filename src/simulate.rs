@@ -1,0 +1,349 @@
+//! `cram simulate`: how a cluster job would scale to many more workers than this machine
+//! can run, by a discrete-event simulation of the real scheduler (the coordinator's
+//! `Scheduler`, the same code that serves real workers) in virtual time.
+//!
+//! A real run's event log supplies what each unit costs and answers (its nodes and facts);
+//! units the run never searched (a simulated cluster speculates differently) are searched
+//! here with the engine. Each worker is one search thread at `--nodes-per-sec`; every call
+//! pays a network round trip; the coordinator serves one call at a time, each taking the
+//! real time its scheduler needs here (its walk of the top) plus, for a result, the write
+//! to disk. Heartbeats go every quarter lease and cancel units no longer needed, as in a
+//! real run. What the simulation leaves out is the cost of separate tables (each unit costs
+//! what the logged run paid): `cram bench --scaling` measures that on real processes.
+
+use crate::cli::DbArgs;
+use crate::Failure;
+use clap::Args;
+use cram_coordinator::state::{Checks, LeaseOutcome, Scheduler, Submission, Verdict};
+use cram_coordinator::store::{read_events, Event};
+use cram_coordinator::top::{Ask, Top};
+use cram_engine::{Board, Config, Facts, Mode, Solver};
+use cram_proto::Query;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Arguments of `cram simulate`.
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    /// The state directory of a run of the job: its event log gives the job, what units
+    /// cost and what they answer.
+    #[arg(long, value_name = "DIR")]
+    pub state: PathBuf,
+    /// Numbers of workers to simulate, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "1,2,4,16,64,256")]
+    pub workers: String,
+    /// Split depths to simulate, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "2")]
+    pub split_depths: String,
+    /// One search thread's speed in nodes per second [default: the logged run's, which is
+    /// too low when that run had more workers than cores].
+    #[arg(long, value_name = "N")]
+    pub nodes_per_sec: Option<f64>,
+    /// Network round trip of one call, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 0.5)]
+    pub rpc_ms: f64,
+    /// The coordinator's durable write of one result (fsync), in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1.0)]
+    pub fsync_ms: f64,
+    /// Lease length in seconds (heartbeats every quarter of it).
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    pub lease_secs: u64,
+    /// Node budget of a unit before it comes back unfinished and is split.
+    #[arg(long, value_name = "N", default_value_t = 50_000_000)]
+    pub unit_nodes: u64,
+    /// Transposition table of the searches of units the log lacks, in MiB.
+    #[arg(long, value_name = "N", default_value_t = 2048)]
+    pub tt_mb: u64,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+/// What one unit costs and answers.
+#[derive(Clone, Copy)]
+struct Cost {
+    facts: Facts,
+    nodes: u64,
+}
+
+/// The job of a logged run, and what its units cost.
+struct Logged {
+    spec: String,
+    board: Board,
+    mode: Mode,
+    pairing: bool,
+    plain: bool,
+    costs: HashMap<String, Cost>,
+    nodes_per_sec: f64,
+}
+
+fn read_log(dir: &std::path::Path) -> Result<Logged, Failure> {
+    let path = dir.join("events.jsonl");
+    let file = std::fs::File::open(&path).map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+    let read = read_events(std::io::BufReader::new(file))
+        .map_err(|e| Failure::database(format!("{}: {e:?}", path.display())))?;
+    let mut job = None;
+    let mut costs = HashMap::new();
+    let (mut nodes, mut millis) = (0u64, 0u64);
+    for e in &read.replay.events {
+        match e {
+            Event::Job(j) => job = Some(j.clone()),
+            Event::Result(r) if r.finished && r.worker != cram_coordinator::state::COORDINATOR => {
+                nodes += r.nodes;
+                millis += r.millis;
+                costs.entry(r.unit.clone()).or_insert(Cost { facts: r.facts(), nodes: r.nodes.max(1) });
+            }
+            _ => {}
+        }
+    }
+    let j = job.ok_or_else(|| Failure::input(format!("{}: no job in the log", path.display())))?;
+    let empty = u128::from_str_radix(&j.empty, 16).map_err(|e| Failure::input(format!("job record: {e}")))?;
+    let board = Board::from_mask(j.rows, j.cols, empty).map_err(|e| Failure::input(format!("job record: {e}")))?;
+    Ok(Logged {
+        spec: j.spec.clone(),
+        board,
+        mode: if j.mode == "outcome" { Mode::Outcome } else { Mode::Nimber },
+        pairing: j.pairing,
+        plain: j.certificate_small.is_some(),
+        costs,
+        nodes_per_sec: nodes as f64 * 1000.0 / millis.max(1) as f64,
+    })
+}
+
+/// The settings of one simulation.
+struct Model {
+    nodes_per_sec: f64,
+    rpc: f64,
+    fsync: f64,
+    lease: Duration,
+    unit_nodes: u64,
+}
+
+/// What one simulated run gave.
+struct Outcome {
+    makespan: f64,
+    leased: u64,
+    cancelled: u64,
+    /// Seconds workers spent searching, all workers.
+    busy: f64,
+    /// Seconds the coordinator spent serving calls.
+    coordinator: f64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A worker asks for a unit.
+    Lease(usize),
+    /// A worker's heartbeat for the unit it searches (its lease number).
+    Heartbeat(usize, u64),
+    /// A worker finishes its unit (its lease number).
+    Done(usize, u64),
+}
+
+/// A unit being searched by a simulated worker.
+struct Busy {
+    ask: Ask,
+    attempt: u64,
+    lease_no: u64,
+    start: f64,
+    end: f64,
+    cost: Cost,
+    finished: bool,
+}
+
+/// Simulates `workers` workers on the job at split depth `depth`.
+fn simulate(
+    log: &Logged,
+    depth: u32,
+    workers: usize,
+    m: &Model,
+    dbs: &std::sync::Arc<cram_engine::DbSet>,
+    cost_of: &mut dyn FnMut(Ask) -> Cost,
+) -> Result<Outcome, Failure> {
+    let top = Top::new(&log.board, log.mode, log.pairing, dbs.clone(), depth, log.plain);
+    let mut s = Scheduler::new(top, log.mode, m.lease, Checks::NONE);
+    let base = Instant::now();
+    let at = |t: f64| base + Duration::from_secs_f64(t);
+    let ids: Vec<String> = (0..workers)
+        .map(|i| s.register(&format!("w{i}"), "sim", 1, at(0.0)).expect("a new worker is not distrusted"))
+        .collect();
+    // Time-ordered events; virtual seconds as integer nanoseconds, so they order exactly.
+    let mut queue: BinaryHeap<Reverse<(u64, u64, Ev)>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut push = |q: &mut BinaryHeap<Reverse<(u64, u64, Ev)>>, t: f64, e: Ev| {
+        seq += 1;
+        q.push(Reverse(((t * 1e9) as u64, seq, e)));
+    };
+    for w in 0..workers {
+        push(&mut queue, 0.0, Ev::Lease(w));
+    }
+    let mut busy: Vec<Option<Busy>> = (0..workers).map(|_| None).collect();
+    let mut coordinator_free = 0.0f64;
+    let mut out = Outcome { makespan: 0.0, leased: 0, cancelled: 0, busy: 0.0, coordinator: 0.0 };
+    let mut lease_no = 0u64;
+    let heartbeat_every = m.lease.as_secs_f64() / 4.0;
+    // One call: it reaches the coordinator after half a round trip, waits its turn, takes
+    // the scheduler's real time (plus `extra`), and its reply takes the other half.
+    let mut call = |t: f64, extra: f64, f: &mut dyn FnMut(Instant)| -> f64 {
+        let start = (t + m.rpc / 2.0).max(coordinator_free);
+        let clock = Instant::now();
+        f(at(start));
+        let service = clock.elapsed().as_secs_f64() + extra;
+        coordinator_free = start + service;
+        out.coordinator += service;
+        coordinator_free + m.rpc / 2.0
+    };
+    let mut steps = 0u64;
+    while let Some(Reverse((t, _, ev))) = queue.pop() {
+        let t = t as f64 / 1e9;
+        steps += 1;
+        if steps > 50_000_000 {
+            return Err(Failure::runtime("simulate: no answer after 50 million events"));
+        }
+        match ev {
+            Ev::Lease(w) => {
+                let mut got = None;
+                let reply = call(t, 0.0, &mut |now| got = Some(s.lease(&ids[w], 0, now)));
+                match got.expect("the call ran") {
+                    LeaseOutcome::Unit(ask, attempt, _) => {
+                        out.leased += 1;
+                        lease_no += 1;
+                        let cost = cost_of(ask);
+                        let finished = cost.nodes <= m.unit_nodes;
+                        let nodes = cost.nodes.min(m.unit_nodes);
+                        let end = reply + nodes as f64 / m.nodes_per_sec;
+                        busy[w] = Some(Busy { ask, attempt, lease_no, start: reply, end, cost, finished });
+                        push(&mut queue, end, Ev::Done(w, lease_no));
+                        push(&mut queue, reply + heartbeat_every, Ev::Heartbeat(w, lease_no));
+                    }
+                    LeaseOutcome::Wait => push(&mut queue, reply + 0.2, Ev::Lease(w)),
+                    LeaseOutcome::Done(_) => {}
+                }
+            }
+            Ev::Heartbeat(w, n) => {
+                let Some(b) = busy[w].as_ref().filter(|b| b.lease_no == n) else { continue };
+                let (ask, attempt) = (b.ask, b.attempt);
+                let nodes = ((t - b.start) * m.nodes_per_sec) as u64 + 1;
+                let mut keep = true;
+                let reply = call(t, 0.0, &mut |now| keep = s.heartbeat(&ids[w], ask, attempt, nodes, now));
+                if keep {
+                    push(&mut queue, t + heartbeat_every, Ev::Heartbeat(w, n));
+                } else {
+                    // Cancelled: the search stops when the reply comes.
+                    let b = busy[w].take().expect("checked above");
+                    out.cancelled += 1;
+                    out.busy += reply.min(b.end) - b.start;
+                    push(&mut queue, reply.min(b.end), Ev::Lease(w));
+                }
+            }
+            Ev::Done(w, n) => {
+                let Some(b) = busy[w].take_if(|b| b.lease_no == n) else { continue };
+                out.busy += b.end - b.start;
+                let sub = Submission {
+                    worker: ids[w].clone(),
+                    ask: b.ask,
+                    attempt: b.attempt,
+                    facts: if b.finished { b.cost.facts } else { Facts::UNKNOWN },
+                    finished: b.finished,
+                    nodes: b.cost.nodes.min(m.unit_nodes),
+                    millis: ((b.end - b.start) * 1000.0) as u64,
+                    from_cache: false,
+                    proof: Vec::new(),
+                    shared: Vec::new(),
+                    uses: Vec::new(),
+                };
+                let mut solved = false;
+                let reply = call(t, m.fsync, &mut |_| {
+                    let events = match s.judge(&sub) {
+                        Verdict::Accept(r) => vec![Event::Result(r)],
+                        Verdict::Refuse { events, .. } => events,
+                        Verdict::Ignore(_) => vec![],
+                    };
+                    for e in &events {
+                        s.apply(e);
+                    }
+                    solved = s.answer().is_some();
+                });
+                if solved {
+                    out.makespan = reply;
+                    return Ok(out);
+                }
+                push(&mut queue, reply, Ev::Lease(w));
+            }
+        }
+    }
+    Err(Failure::runtime("simulate: the workers stopped without an answer"))
+}
+
+/// Runs `cram simulate` and prints a Markdown table.
+pub fn run(a: &SimulateArgs) -> Result<(), Failure> {
+    let list = |s: &str, what: &str| -> Result<Vec<u32>, Failure> {
+        s.split(',')
+            .map(|x| x.trim().parse::<u32>().ok().filter(|&n| n >= 1 || what == "split depths"))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Failure::input(format!("{s:?}: a comma-separated list of {what}")))
+    };
+    let workers = list(&a.workers, "worker counts")?;
+    let depths = list(&a.split_depths, "split depths")?;
+    let log = read_log(&a.state)?;
+    let dbs = a.db.checked_databases()?;
+    let m = Model {
+        nodes_per_sec: a.nodes_per_sec.unwrap_or(log.nodes_per_sec),
+        rpc: a.rpc_ms / 1000.0,
+        fsync: a.fsync_ms / 1000.0,
+        lease: Duration::from_secs(a.lease_secs),
+        unit_nodes: a.unit_nodes,
+    };
+    let mut solver = Solver::new(&Config { tt_bytes: (a.tt_mb as usize) << 20, pairing: log.pairing }, dbs.clone());
+    let mut searched = HashMap::new();
+    let mut cost_of = |ask: Ask| -> Cost {
+        if let Some(c) = log.costs.get(&ask.id()) {
+            return *c;
+        }
+        *searched.entry(ask).or_insert_with(|| {
+            let before = solver.nodes();
+            let facts = match ask.query {
+                Query::Nimber => Facts::exact(solver.nimber(ask.region).expect("no budget")),
+                Query::IsValue(k) => match solver.is_value(ask.region, k).expect("no budget") {
+                    true => Facts::exact(k),
+                    false => {
+                        let mut f = Facts::UNKNOWN;
+                        f.exclude(k);
+                        f
+                    }
+                },
+            };
+            Cost { facts, nodes: (solver.nodes() - before).max(1) }
+        })
+    };
+    println!(
+        "{} at {:.0} nodes/s per worker, {} ms round trip, {} ms per result written, {} logged units\n",
+        log.spec,
+        m.nodes_per_sec,
+        a.rpc_ms,
+        a.fsync_ms,
+        log.costs.len()
+    );
+    println!("| split depth | workers | units leased | cancelled | makespan s | speed-up | efficiency | workers busy | coordinator busy |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &depth in &depths {
+        let mut first: Option<(u32, f64)> = None;
+        for &n in &workers {
+            let o = simulate(&log, depth, n as usize, &m, &dbs, &mut cost_of)?;
+            let (n0, t0) = *first.get_or_insert((n, o.makespan));
+            let speedup = t0 / o.makespan;
+            println!(
+                "| {depth} | {n} | {} | {} | {:.1} | {:.2}× | {:.0} % | {:.0} % | {:.1} % |",
+                o.leased,
+                o.cancelled,
+                o.makespan,
+                speedup,
+                100.0 * speedup * n0 as f64 / n as f64,
+                100.0 * o.busy / (n as f64 * o.makespan),
+                100.0 * o.coordinator / o.makespan
+            );
+        }
+    }
+    Ok(())
+}
