@@ -535,6 +535,8 @@ fn status_text(v: &serde_json::Value) -> String {
         n(&u["refused"]),
         n(&u["settled"])
     );
+    out +=
+        &format!("shared facts: {} sent by workers, {} handed out\n", n(&u["facts_shared"]), n(&u["facts_handed_out"]));
     for d in v["distrusted"].as_array().into_iter().flatten() {
         out += &format!("distrusted: {} ({})\n", d["id"].as_str().unwrap_or("?"), d["reason"].as_str().unwrap_or("?"));
     }
@@ -701,7 +703,7 @@ mod tests {
         let v = serde_json::json!({
             "job": "4x8", "mode": "nimber", "state": "running", "elapsed_secs": 3.0,
             "units": {"total": 9, "pending": 2, "leased": 1, "done": 5, "cancelled": 1, "split": 1, "expired": 0, "from_cache": 2,
-                      "checking": 3, "checks": 4, "refused": 1, "settled": 1},
+                      "checking": 3, "checks": 4, "refused": 1, "settled": 1, "facts_shared": 480, "facts_handed_out": 960},
             "distrusted": [{"id": "bad#7", "reason": "its answer to 4x7:f?1 contradicts"}],
             "nodes": 12345, "nodes_per_sec": 1000.0, "root": "g ≠ 0", "answer": null, "eta_secs": 7,
             "workers": [{"id": "a#1", "threads": 2, "last_heartbeat_secs": 0.5, "nodes": 10, "units": ["4x7:f?1"]}]
@@ -715,6 +717,7 @@ mod tests {
             "ETA: about 7 s",
             "a#1 (2 threads)",
             "checks: 3 waiting, 4 made, 1 results refused, 1 regions settled",
+            "shared facts: 480 sent by workers, 960 handed out",
             "distrusted: bad#7 (its answer",
             "4x7:f?1",
         ] {

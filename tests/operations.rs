@@ -130,6 +130,8 @@ fn metrics_are_prometheus_text_and_move() {
         "cram_nodes_total",
         "cram_nodes_per_second",
         "cram_workers",
+        "cram_facts_shared_total",
+        "cram_facts_handed_out_total",
         "cram_log_append_seconds_count",
     ] {
         assert!(a.contains_key(name), "{name} missing from\n{first}");
@@ -141,6 +143,7 @@ fn metrics_are_prometheus_text_and_move() {
     let wm = parse_exposition(&wtext);
     assert_eq!(wm["cram_worker_threads"], 1.0);
     assert!(wm.contains_key("cram_worker_units_total{result=\"searched\"}"), "{wtext}");
+    assert!(wm.contains_key("cram_worker_facts_shared_total") && wm.contains_key("cram_worker_facts_loaded_total"));
     // The numbers move while the job runs.
     wait_for("more results", 120, || results(&state).len() >= 8);
     let b = parse_exposition(&get(&addr, "/metrics").2);

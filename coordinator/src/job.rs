@@ -567,6 +567,16 @@ impl Job {
             "Search speed over all workers, smoothed over about ten seconds.",
             s.nodes_per_sec,
         );
+        e.counter(
+            "cram_facts_shared_total",
+            "Facts workers sent for the others (knowledge shared across machines) since the job began.",
+            c.facts_shared,
+        );
+        e.counter(
+            "cram_facts_handed_out_total",
+            "Shared facts handed to workers with their leases by this coordinator process.",
+            c.facts_handed_out,
+        );
         e.gauge("cram_workers", "Workers heard from recently.", s.workers.len() as f64);
         e.gauge("cram_workers_distrusted", "Workers found wrong and disconnected.", s.distrusted.len() as f64);
         e.gauge("cram_job_solved", "1 once the answer is known.", s.answer.is_some() as u8 as f64);
