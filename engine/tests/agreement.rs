@@ -302,11 +302,12 @@ fn learned_facts_are_true_and_save_a_second_solver_work() {
     let learned = first.take_learned();
     assert!(learned.len() > 10, "{} facts", learned.len());
     assert!(first.take_learned().is_empty(), "taken once");
-    let mut memo = HashMap::new();
+    // One memo per box shape: `brute` keys its memo by the mask alone.
+    let mut memos: HashMap<(u32, u32), HashMap<u128, u8>> = HashMap::new();
     for l in &learned {
         assert!(l.region.cells() >= 12 && l.nodes >= 20);
         let (h, w) = l.region.dims();
-        let truth = brute(l.region.dense(), h, w, &mut memo);
+        let truth = brute(l.region.dense(), h, w, memos.entry((h, w)).or_default());
         assert!(
             !l.facts.rules_out(truth) && !l.facts.is_contradictory(),
             "{} {:?} vs {truth}",
