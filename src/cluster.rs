@@ -450,6 +450,7 @@ pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
             })
             .transpose()?,
         tls_ca: read_pem(&a.tls.tls_ca, "--tls-ca")?,
+        proved: cram_worker::ProvedLog::default(),
     };
     let summary = runtime()?.block_on(cram_worker::run(settings, signalled())).map_err(worker_failure)?;
     if let Some(d) = summary.done {
@@ -652,6 +653,7 @@ pub fn solve_with_workers(
         let url = format!("http://{}", listener.local_addr().map_err(Failure::runtime)?);
         let tt_bytes = tt_budget(tt_mb);
         let shared = cram_worker::shared_tables(n as usize, tt_bytes);
+        let proved = cram_worker::ProvedLog::default();
         let mut workers = Vec::new();
         for i in 0..n {
             let settings = WorkerSettings {
@@ -668,6 +670,7 @@ pub fn solve_with_workers(
                 shared: shared.clone(),
                 metrics: None,
                 tls_ca: None,
+                proved: proved.clone(),
             };
             let mut stop = stop_rx.clone();
             workers.push(tokio::spawn(cram_worker::run(settings, async move {

@@ -1,7 +1,8 @@
 //! The rules of Cram on sets of cells, written for the checker alone: moves, 4-connected
 //! components, the canonical form of a region under the 8 symmetries of the square, and
 //! the nimber of small regions by the plain mex rule. Nothing here is shared with the
-//! solver's search; it is plain code meant to be read, not fast tricks.
+//! solver's search; it is plain code meant to be read, with a few whole-word operations
+//! (each checked in the tests against its definition, cell by cell).
 //!
 //! Cells of an `h`×`w` box are numbered row-major: cell `(r, c)` is bit `r·w + c` of a
 //! `u128`, so a box holds at most 128 cells.
@@ -70,19 +71,21 @@ impl Shape {
 /// The dominoes that fit the cells `cells` of an `h`×`w` box, as masks, in the order of
 /// [`Shape::moves`].
 pub fn moves(h: u32, w: u32, cells: u128) -> Vec<u128> {
-    let mut out = Vec::new();
-    for r in 0..h {
-        for c in 0..w {
-            let i = r * w + c;
-            if cells >> i & 1 == 0 {
-                continue;
-            }
-            if c + 1 < w && cells >> (i + 1) & 1 == 1 {
-                out.push(3u128 << i);
-            }
-            if r + 1 < h && cells >> (i + w) & 1 == 1 {
-                out.push(1u128 << i | 1u128 << (i + w));
-            }
+    let grid = Grid::new(h, w);
+    // The first cells of the horizontal dominoes (the cell to the right is a cell too) and
+    // of the vertical ones (so is the cell below).
+    let horizontal = cells & (cells >> 1) & grid.not_last;
+    let vertical = if w < 128 { cells & (cells >> w) } else { 0 };
+    let mut out = Vec::with_capacity((horizontal.count_ones() + vertical.count_ones()) as usize);
+    let mut firsts = horizontal | vertical;
+    while firsts != 0 {
+        let i = firsts.trailing_zeros();
+        firsts &= firsts - 1;
+        if horizontal >> i & 1 == 1 {
+            out.push(3u128 << i);
+        }
+        if vertical >> i & 1 == 1 {
+            out.push(1u128 << i | 1u128 << (i + w));
         }
     }
     out
@@ -138,56 +141,73 @@ pub fn components(h: u32, w: u32, cells: u128, mut f: impl FnMut(u128)) {
 /// The canonical shape of the nonempty cells `cells` of an `h`×`w` box (see [`Shape`]).
 pub fn canonical(h: u32, w: u32, cells: u128) -> Shape {
     debug_assert!(cells != 0);
-    // The rows of the cells' bounding box, each shifted to column 0.
-    let row_mask = if w >= 128 { u128::MAX } else { (1u128 << w) - 1 };
-    let mut rows = [0u128; 128];
-    let (mut bh, mut columns, mut first_row) = (0, 0u128, None);
+    // The bounding box: the first and last rows that hold cells, and the columns they use.
+    let (mut first_row, mut last_row, mut columns) = (h, 0, 0u128);
     for r in 0..h {
-        let row = (cells >> (r * w)) & row_mask;
+        let row = (cells >> (r * w)) & low_bits(w);
         if row != 0 {
-            first_row.get_or_insert(r);
-            bh = r + 1 - first_row.unwrap_or(r);
+            first_row = first_row.min(r);
+            last_row = r;
             columns |= row;
         }
     }
-    let r0 = first_row.expect("a nonempty set of cells");
     let c0 = columns.trailing_zeros();
-    let bw = 128 - columns.leading_zeros() - c0;
-    for (i, row) in rows.iter_mut().enumerate().take(bh as usize) {
-        *row = (cells >> ((r0 + i as u32) * w + c0)) & row_mask;
+    let (bh, bw) = (last_row - first_row + 1, 128 - columns.leading_zeros() - c0);
+    // The cells in a box of their own, `bw` cells per row.
+    let mut boxed = 0u128;
+    for i in 0..bh {
+        boxed |= ((cells >> ((first_row + i) * w + c0)) & low_bits(bw)) << (i * bw);
     }
-    // The least image has the smaller side as its height: compute only those images, the
-    // four reflections of the box as it is or of its transpose (all eight when square).
+    // The least image has the smaller side as its height: only those images are compared,
+    // the four reflections of the box as it is or of its transpose (all eight when square).
     let mut best: Option<Shape> = None;
-    let mut consider = |rows: &[u128], ih: u32, iw: u32| {
-        for flip_rows in [false, true] {
-            for flip_columns in [false, true] {
-                let mut image = 0u128;
-                for i in 0..ih {
-                    let row = rows[if flip_rows { (ih - 1 - i) as usize } else { i as usize }];
-                    let row = if flip_columns { row.reverse_bits() >> (128 - iw) } else { row };
-                    image |= row << (i * iw);
-                }
-                let s = Shape { h: ih as u8, w: iw as u8, cells: image };
-                if best.is_none_or(|b| s < b) {
-                    best = Some(s);
-                }
+    let mut consider = |image: u128, ih: u32, iw: u32| {
+        let flipped = flip_rows(image, ih, iw);
+        for cells in [image, half_turn(image, ih * iw), flipped, half_turn(flipped, ih * iw)] {
+            let s = Shape { h: ih as u8, w: iw as u8, cells };
+            if best.is_none_or(|b| s < b) {
+                best = Some(s);
             }
         }
     };
     if bh <= bw {
-        consider(&rows[..bh as usize], bh, bw);
+        consider(boxed, bh, bw);
     }
     if bw <= bh {
-        let mut columns = [0u128; 128];
-        for (r, row) in rows.iter().enumerate().take(bh as usize) {
-            for (c, column) in columns.iter_mut().enumerate().take(bw as usize) {
-                *column |= (row >> c & 1) << r;
-            }
-        }
-        consider(&columns[..bw as usize], bw, bh);
+        consider(transpose(boxed, bh, bw), bw, bh);
     }
     best.expect("at least four images")
+}
+
+/// The cells `0..n` of a `u128`.
+fn low_bits(n: u32) -> u128 {
+    if n >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << n) - 1
+    }
+}
+
+/// The box of `n` cells (row-major) turned half a turn: cell `i` goes to `n - 1 - i`, which
+/// is reversing the order of the cells.
+fn half_turn(cells: u128, n: u32) -> u128 {
+    cells.reverse_bits() >> (128 - n)
+}
+
+/// The `h`×`w` box upside down: row `i` becomes row `h - 1 - i`.
+fn flip_rows(cells: u128, h: u32, w: u32) -> u128 {
+    (0..h).fold(0u128, |out, i| out | ((cells >> (i * w)) & low_bits(w)) << ((h - 1 - i) * w))
+}
+
+/// The `h`×`w` box transposed into a `w`×`h` one: cell `(r, c)` goes to `(c, r)`.
+fn transpose(cells: u128, h: u32, w: u32) -> u128 {
+    let (mut out, mut rest) = (0u128, cells);
+    while rest != 0 {
+        let i = rest.trailing_zeros();
+        rest &= rest - 1;
+        out |= 1u128 << ((i % w) * h + i / w);
+    }
+    out
 }
 
 /// Nimbers of small regions computed by the mex rule alone: the value of a region is the
@@ -195,7 +215,7 @@ pub fn canonical(h: u32, w: u32, cells: u128) -> Shape {
 /// Memoised by shape.
 #[derive(Default)]
 pub struct SmallValues {
-    memo: HashMap<Shape, u8>,
+    memo: HashMap<Shape, u8, crate::check::ShapeHash>,
 }
 
 impl SmallValues {
@@ -283,6 +303,27 @@ mod tests {
             .unwrap()
     }
 
+    /// The definition, cell by cell: at each cell in row-major order, the domino to its
+    /// right, then the one below it.
+    fn moves_by_cells(h: u32, w: u32, cells: u128) -> Vec<u128> {
+        let mut out = Vec::new();
+        for r in 0..h {
+            for c in 0..w {
+                let i = r * w + c;
+                if cells >> i & 1 == 0 {
+                    continue;
+                }
+                if c + 1 < w && cells >> (i + 1) & 1 == 1 {
+                    out.push(3u128 << i);
+                }
+                if r + 1 < h && cells >> (i + w) & 1 == 1 {
+                    out.push(1u128 << i | 1u128 << (i + w));
+                }
+            }
+        }
+        out
+    }
+
     #[test]
     fn canonical_form_is_the_least_image() {
         let mut x = 0x2545_F491_4F6C_DD1Du64;
@@ -302,6 +343,7 @@ mod tests {
                     continue;
                 }
                 assert_eq!(canonical(h, w, cells), canonical_by_coordinates(h, w, cells), "{h}x{w} {cells:#x}");
+                assert_eq!(moves(h, w, cells), moves_by_cells(h, w, cells), "{h}x{w} {cells:#x}");
                 let mut parts = 0;
                 components(h, w, cells, |p| {
                     parts += 1;

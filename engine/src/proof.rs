@@ -45,9 +45,37 @@ pub struct Proofs {
 
 impl Proofs {
     /// The facts of the last [`Prover::export`] reached the coordinator: the next export
-    /// leaves them out.
-    pub fn sent(&mut self) {
-        self.unsent.clear();
+    /// leaves them out. Returns them (region and value), and keeps of each only its
+    /// value: the replies went with the export, and a prover that goes on needs to know
+    /// only that the fact is proved (a fact without its replies, if ever put in a
+    /// certificate, is proved again: [`Prover::certify`]).
+    pub fn sent(&mut self) -> Vec<(Shape, u8)> {
+        let mut out = Vec::with_capacity(self.unsent.len());
+        for s in self.unsent.drain(..) {
+            if let Some(p) = self.facts.get_mut(&s) {
+                p.replies = Vec::new();
+                out.push((s, p.value));
+            }
+        }
+        out
+    }
+
+    /// Adds facts proved elsewhere and already held by the coordinator (another search
+    /// thread's): proofs that need them take them as known, and do not prove them again.
+    pub fn add_known(&mut self, facts: &[(Shape, u8)]) {
+        for &(s, value) in facts {
+            self.facts.entry(s).or_insert(Proven { value, replies: Vec::new() });
+        }
+    }
+
+    /// An empty set of proofs for regions above `small` cells.
+    pub fn new(small: u32) -> Proofs {
+        Proofs {
+            small: small.min(cram_certificate::format::MAX_SMALL),
+            facts: HashMap::default(),
+            replies: HashMap::default(),
+            unsent: Vec::new(),
+        }
     }
 
     /// Facts held.
@@ -76,6 +104,10 @@ pub struct Prover<'a> {
     /// Called after each fact found ([`Prover::on_fact`]).
     on_fact: Option<Box<dyn FnMut() + Send + 'a>>,
 }
+
+/// Replies a prover hands on to the next ([`Prover::into_proofs`]); more are dropped
+/// (some 50 bytes each).
+const MAX_CACHED_REPLIES: usize = 8 << 20;
 
 /// The largest proof, decompressed, [`Prover::import`] reads.
 const MAX_PROOF_BYTES: usize = 1 << 34;
@@ -250,7 +282,9 @@ impl<'a> Prover<'a> {
     /// What this prover knows, to be handed to the next one ([`Prover::with_proofs`]):
     /// a worker keeps it across units, so that the facts its units share are proved once.
     pub fn into_proofs(self) -> Proofs {
-        Proofs { small: self.small, facts: self.facts, replies: self.replies, unsent: self.unsent }
+        // The replies found are a cache (found again when asked again): bounded.
+        let replies = if self.replies.len() > MAX_CACHED_REPLIES { HashMap::default() } else { self.replies };
+        Proofs { small: self.small, facts: self.facts, replies, unsent: self.unsent }
     }
 
     /// Adds the facts of an [`Prover::export`]; returns how many were new. Refuses bytes
@@ -600,6 +634,32 @@ mod tests {
         liar.facts.get_mut(&r).unwrap().value ^= 1;
         assert!(top.import(&liar.export()).unwrap_err().contains("another"));
         assert!(top.import(b"not a proof").is_err());
+    }
+
+    #[test]
+    fn facts_sent_are_known_to_later_provers_and_sent_once() {
+        // A worker's thread: a unit's proof is sent, the next unit's prover goes on from it;
+        // another thread is given the sent facts and proves nothing of them again.
+        let board = Board::parse("4x5").unwrap();
+        let root = Shape::of(4, 5, board.empty());
+        let region = root.after(root.moves()[0])[0];
+        let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        let mut p = Prover::new(&mut solver, 4);
+        p.prove_value(&region).unwrap();
+        let first = p.facts();
+        let mut proofs = p.into_proofs();
+        let sent = proofs.sent();
+        assert_eq!(sent.len(), first);
+        assert!(proofs.sent().is_empty(), "sent once");
+        let mut p = Prover::with_proofs(&mut solver, 4, proofs);
+        p.prove_value(&region).unwrap();
+        assert_eq!(p.facts(), first, "nothing proved again");
+        let mut other = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        let mut given = Proofs::new(4);
+        given.add_known(&sent);
+        let mut q = Prover::with_proofs(&mut other, 4, given);
+        q.prove_value(&region).unwrap();
+        assert!(q.into_proofs().sent().is_empty(), "the other thread sends nothing");
     }
 
     #[test]

@@ -62,6 +62,42 @@ pub struct Settings {
     pub metrics: Option<std::net::SocketAddr>,
     /// The certificate authority (PEM) that signed a TLS coordinator's certificate.
     pub tls_ca: Option<Vec<u8>>,
+    /// Facts of certified units' proofs that the coordinator kept, shared by the search
+    /// threads of this process (and by the workers of one process that share `shared`).
+    pub proved: ProvedLog,
+}
+
+/// The facts a coordinator kept from the proofs of a process's search threads, in the
+/// order they were sent (region and value), and the generation of the tables they were
+/// proved with (a reset empties it). Each thread takes the others' into its own proofs
+/// before it proves a unit, so that no fact is proved twice in one process. A fact that
+/// a coordinator later discards (its worker distrusted) costs only time: the
+/// coordinator's assembly proves again what its certificate lacks, and checks it.
+#[derive(Clone, Default)]
+pub struct ProvedLog(Arc<Mutex<Generation>>);
+
+/// Facts (region and value) proved with the tables of one generation.
+type Generation = (u64, Vec<(Shape, u8)>);
+
+impl ProvedLog {
+    /// Appends facts proved with the tables of `generation` (a newer one empties the log).
+    fn add(&self, generation: u64, facts: Vec<(Shape, u8)>) {
+        let mut log = self.0.lock().expect("proved lock");
+        if log.0 != generation {
+            *log = (generation, Vec::new());
+        }
+        log.1.extend(facts);
+    }
+
+    /// Adds to `proofs` the facts of `generation` past the first `seen`, and moves `seen`
+    /// past them.
+    fn take_new(&self, proofs: &mut Proofs, seen: &mut usize, generation: u64) {
+        let log = self.0.lock().expect("proved lock");
+        if log.0 == generation && *seen < log.1.len() {
+            proofs.add_known(&log.1[*seen..]);
+            *seen = log.1.len();
+        }
+    }
 }
 
 /// The transposition tables `threads` search threads of one process share, `tt_bytes` in
@@ -147,6 +183,8 @@ struct Shared {
     loaded: Mutex<BTreeSet<String>>,
     /// Bumped when the tables are dropped: a thread whose solver is older builds a new one.
     generation: AtomicU64,
+    /// In a certified job: the facts the coordinator kept from this process's proofs.
+    proved: ProvedLog,
 }
 
 /// A failed call that is not worth retrying.
@@ -156,6 +194,18 @@ enum CallError {
 }
 
 impl Shared {
+    /// Records facts of one thread's proof that the coordinator kept.
+    fn add_proved(&self, generation: u64, facts: Vec<(Shape, u8)>) {
+        self.proved.add(generation, facts);
+    }
+
+    /// Gives a search thread's proofs the facts kept since it last looked (its own among
+    /// them, which it holds already), so that it does not prove them again.
+    fn take_proved(&self, searcher: &mut Searcher, small: u32, generation: u64) {
+        let proofs = searcher.proofs.get_or_insert_with(|| Proofs::new(small));
+        self.proved.take_new(proofs, &mut searcher.seen, generation);
+    }
+
     fn stopping(&self) -> bool {
         *self.stop.borrow()
     }
@@ -446,6 +496,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         cache,
         instance: format!("{:016x}", rand::random::<u64>()),
         tables: Mutex::new(settings.shared.clone()),
+        proved: settings.proved.clone(),
         settings,
         started: Instant::now(),
         loaded: Mutex::new(BTreeSet::new()),
@@ -563,7 +614,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
         let generation = shared.generation.load(Ordering::Acquire);
         let kept = match engine.take() {
             Some((pairing, g, s)) if pairing == reg.pairing && g == generation => s,
-            _ => Searcher { solver: shared.new_solver(reg.pairing, own_table), proofs: None },
+            _ => Searcher { solver: shared.new_solver(reg.pairing, own_table), proofs: None, seen: 0 },
         };
         // A spot check is answered by a solver of its own, without shared facts: it must
         // not rest on what it checks.
@@ -571,10 +622,13 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
             let table = shared.settings.tt_bytes / shared.settings.threads.max(1);
             let solver = Solver::new(&Config { tt_bytes: table, pairing: reg.pairing }, shared.settings.dbs.clone());
             engine = Some((reg.pairing, generation, kept));
-            (Searcher { solver, proofs: None }, true)
+            (Searcher { solver, proofs: None, seen: 0 }, true)
         } else {
             let mut kept = kept;
             shared.preload(&mut kept.solver, &unit.known);
+            if let Some(small) = reg.certificate_small {
+                shared.take_proved(&mut kept, small, generation);
+            }
             (kept, false)
         };
         searcher.solver.set_sharing(reg.share);
@@ -599,7 +653,7 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
             // The coordinator keeps the proof's facts: later proofs need not carry them.
             Ok(true) if proved && !isolated => {
                 if let Some((_, _, Searcher { proofs: Some(p), .. })) = engine.as_mut() {
-                    p.sent();
+                    shared.add_proved(generation, p.sent());
                 }
             }
             Ok(_) => {}
@@ -614,6 +668,9 @@ async fn search_loop(shared: Arc<Shared>, index: usize) -> Result<(), WorkerErro
 struct Searcher {
     solver: Solver,
     proofs: Option<Proofs>,
+    /// How much of the process's log of kept facts ([`Shared::take_proved`]) the proofs
+    /// hold.
+    seen: usize,
 }
 
 /// Answers a unit from the cache or by search; `None` when it was cancelled. In a
@@ -629,7 +686,7 @@ async fn answer(
     thread: usize,
     certificate_small: Option<u32>,
 ) -> (Searcher, Option<pb::SubmitRequest>) {
-    let Searcher { mut solver, mut proofs } = searcher;
+    let Searcher { mut solver, mut proofs, seen } = searcher;
     let started = Instant::now();
     let submit = |facts: Facts, finished: bool, nodes: u64, from_cache: bool, proof: Vec<u8>| pb::SubmitRequest {
         worker_id: String::new(),
@@ -650,7 +707,7 @@ async fn answer(
         if query.answered_by(known) {
             tracing::debug!(unit = %unit.unit_id, "answered from the cache");
             shared.summary.lock().expect("summary lock").from_cache += 1;
-            return (Searcher { solver, proofs }, Some(submit(known, true, 0, true, Vec::new())));
+            return (Searcher { solver, proofs, seen }, Some(submit(known, true, 0, true, Vec::new())));
         }
     }
     let nodes = Arc::new(AtomicU64::new(0));
@@ -721,20 +778,20 @@ async fn answer(
             if let Some(c) = &shared.cache {
                 c.put(&region, facts).await;
             }
-            (Searcher { solver, proofs }, Some(submit(facts, true, spent, false, proof)))
+            (Searcher { solver, proofs, seen }, Some(submit(facts, true, spent, false, proof)))
         }
         Err(Interrupted::Budget) => {
             let facts = solver.bounds(&region);
             tracing::debug!(unit = %unit.unit_id, nodes = spent, "unit ran out of budget");
-            (Searcher { solver, proofs }, Some(submit(facts, false, spent, false, Vec::new())))
+            (Searcher { solver, proofs, seen }, Some(submit(facts, false, spent, false, Vec::new())))
         }
         Err(Interrupted::Cancelled) => {
             tracing::debug!(unit = %unit.unit_id, nodes = spent, "unit cancelled");
-            (Searcher { solver, proofs }, None)
+            (Searcher { solver, proofs, seen }, None)
         }
         Err(Interrupted::Database) => {
             tracing::error!(unit = %unit.unit_id, "a database is damaged: {}", shared.settings.dbs.damage().unwrap_or("?"));
-            (Searcher { solver, proofs }, None)
+            (Searcher { solver, proofs, seen }, None)
         }
     }
 }
@@ -757,6 +814,8 @@ fn prove_unit(
     let shape = Shape::of(h, w, region.dense());
     let mut prover = match proofs.take() {
         Some(p) if p.len() < MAX_KEPT_FACTS => Prover::with_proofs(solver, small, p),
+        // Past the limit the thread starts afresh (and takes no more of the log than is
+        // new: `seen` stays).
         _ => Prover::new(solver, small),
     };
     // A proof may take minutes of little search: each fact counts as progress in the
@@ -773,8 +832,10 @@ fn prove_unit(
     Ok(bytes)
 }
 
-/// Facts a search thread keeps from its earlier units' proofs before it starts afresh.
-const MAX_KEPT_FACTS: usize = 4 << 20;
+/// Facts a search thread keeps from its earlier units' proofs (and the other threads')
+/// before it starts afresh: facts already sent keep only their value, about 80 bytes
+/// each, so this bounds a thread's proofs at about 2 GiB.
+const MAX_KEPT_FACTS: usize = 24 << 20;
 
 /// Reports progress of the units being searched and stops those the coordinator cancels.
 async fn heartbeat_loop(shared: Arc<Shared>) -> Result<(), WorkerError> {
@@ -914,6 +975,29 @@ async fn summary_loop(shared: Arc<Shared>) -> Result<(), WorkerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_take_the_facts_kept_of_their_generation_once() {
+        let shape = |cells: u128| Shape::of(1, 32, cells);
+        let log = ProvedLog::default();
+        let (mut proofs, mut seen) = (Proofs::new(12), 0);
+        log.add(0, vec![(shape(0xffff), 1), (shape(0xfffff), 2)]);
+        log.take_new(&mut proofs, &mut seen, 0);
+        assert_eq!((proofs.len(), seen), (2, 2));
+        log.take_new(&mut proofs, &mut seen, 0);
+        assert_eq!((proofs.len(), seen), (2, 2), "nothing new");
+        log.add(0, vec![(shape(0xffffff), 0), (shape(0xffff), 1)]);
+        log.take_new(&mut proofs, &mut seen, 0);
+        assert_eq!((proofs.len(), seen), (3, 4), "a fact held already is not added twice");
+        // A reset (a distrusted worker's facts were in the tables) starts a new log, which
+        // a thread of the old generation does not take.
+        log.add(1, vec![(shape(0xfffffff), 2)]);
+        log.take_new(&mut proofs, &mut seen, 0);
+        assert_eq!(proofs.len(), 3);
+        let (mut fresh, mut from) = (Proofs::new(12), 0);
+        log.take_new(&mut fresh, &mut from, 1);
+        assert_eq!((fresh.len(), from), (1, 1));
+    }
 
     #[test]
     fn backoff_is_randomised_doubling_and_capped() {
