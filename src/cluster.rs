@@ -677,6 +677,9 @@ pub fn solve_with_workers(
                 let _ = stop.wait_for(|s| *s).await;
             })));
         }
+        // The workers hold the tables: once the answer stops them, their memory goes back
+        // before the coordinator assembles a certificate (which may need many GiB).
+        drop(shared);
         let finished = cram_coordinator::run(settings, cram_coordinator::Listeners::grpc(listener), signalled()).await;
         stop_tx.send_replace(true);
         for w in workers {

@@ -658,3 +658,32 @@ fn a_local_cluster_solve_writes_a_certificate() {
         assert_eq!((v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()), want[job].clone(), "{job}");
     }
 }
+
+#[test]
+fn a_certified_job_whose_proofs_are_lost_proves_them_again() {
+    // Proof files of a finished certified job lost (a disk cleaned, a copy that missed
+    // them): the same command assembles the certificate again, proving by its own search
+    // what the lost proofs held, and the certificate checks.
+    let dir = scratch("lostproofs");
+    let (state, cert) = (dir.join("state"), dir.join("c.cert"));
+    let (s_arg, c_arg) = (state.display().to_string(), cert.display().to_string());
+    let args = ["solve", "5x6", "--json", "--no-db", "--workers", "2", "--state", &s_arg, "--certificate", &c_arg];
+    let o = cram(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let first = answer_of(&o.stdout);
+    let mut proofs: Vec<_> = std::fs::read_dir(state.join("proofs")).unwrap().map(|e| e.unwrap().path()).collect();
+    proofs.sort();
+    assert!(proofs.len() > 20, "{} proofs", proofs.len());
+    for p in proofs.iter().step_by(2) {
+        std::fs::remove_file(p).unwrap();
+    }
+    std::fs::remove_file(&cert).unwrap();
+    let o = cram(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("left out of the certificate"), "{}", text(&o.stderr));
+    assert_eq!(answer_of(&o.stdout), first);
+    let o = cram(&["check", &c_arg, "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!((v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()), first);
+}

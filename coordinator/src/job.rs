@@ -218,10 +218,7 @@ impl Job {
         target: &CertificateTarget,
     ) -> Result<CertificateWritten, CoordError> {
         let started = Instant::now();
-        let mut proofs = Vec::new();
-        for name in self.sched.proofs() {
-            proofs.push((self.store.read_proof(&name)?, name));
-        }
+        let (proofs, dir) = (self.sched.proofs(), self.store.proof_dir());
         let values: Vec<(Shape, u8)> = self
             .sched
             .exact_values()
@@ -239,8 +236,13 @@ impl Job {
             let mut solver = Solver::new(&config, dbs);
             let mut prover = Prover::new(&mut solver, target.small);
             prover.preload_values(values);
-            for (bytes, name) in &proofs {
-                if let Err(e) = prover.import(bytes) {
+            // One file at a time: the proofs of a long job can be many GiB in all. One
+            // that cannot be read or does not import only costs time: what the
+            // certificate then lacks, the prover proves by its own search.
+            for name in &proofs {
+                let imported =
+                    crate::store::read_proof(&dir, name).map_err(|e| e.to_string()).and_then(|b| prover.import(&b));
+                if let Err(e) = imported {
                     tracing::warn!(proof = %name, "a result's proof is left out of the certificate: {e}");
                 }
             }

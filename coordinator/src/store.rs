@@ -28,6 +28,17 @@ pub const LOCK_FILE: &str = "lock";
 /// The directory of the state where a certified job keeps its results' proofs.
 pub const PROOF_DIR: &str = "proofs";
 
+/// The proof saved under `name` in the proof directory `dir` ([`Store::save_proof`],
+/// [`Store::proof_dir`]).
+pub fn read_proof(dir: &Path, name: &str) -> Result<Vec<u8>, StoreError> {
+    let path = dir.join(name);
+    if name.contains('/') || name.contains("..") {
+        let source = std::io::Error::other("a proof name that is not a file name");
+        return Err(StoreError::Io { path, source });
+    }
+    std::fs::read(&path).map_err(io_err(&path))
+}
+
 /// The job a state directory holds.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct JobRecord {
@@ -391,14 +402,9 @@ impl Store {
         Ok(name)
     }
 
-    /// The proof saved under `name` by [`Store::save_proof`].
-    pub fn read_proof(&self, name: &str) -> Result<Vec<u8>, StoreError> {
-        let path = self.dir.join(PROOF_DIR).join(name);
-        if name.contains('/') || name.contains("..") {
-            let source = std::io::Error::other("a proof name that is not a file name");
-            return Err(StoreError::Io { path, source });
-        }
-        std::fs::read(&path).map_err(io_err(&path))
+    /// Where the proofs of [`Store::save_proof`] are read from ([`read_proof`]).
+    pub fn proof_dir(&self) -> PathBuf {
+        self.dir.join(PROOF_DIR)
     }
 
     /// Makes the index hold exactly `want` (the facts the log's replay gives), rewriting it

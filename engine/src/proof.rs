@@ -15,9 +15,10 @@ use crate::board::Board;
 use crate::region::{for_each_part, normalize, AnyRegion};
 use crate::solver::{Res, Solution, Solver};
 
-/// A fact that lacks a reply one of its options needs (an imported fact whose reply's
-/// regions were in a proof that was not imported).
-struct Incomplete(Shape);
+/// Facts whose proofs are not whole: an option of theirs leaves regions without facts
+/// that no reply accounts for (imported facts that rest on a proof that was not
+/// imported).
+struct Incomplete(Vec<Shape>);
 use cram_certificate::check::ShapeHash;
 use cram_certificate::rules::components;
 use cram_certificate::{Certificate, Claim, Fact, Shape};
@@ -224,10 +225,15 @@ impl<'a> Prover<'a> {
         loop {
             match self.certificate(board, claim, reply) {
                 Ok(c) => return Ok(c),
-                Err(Incomplete(s)) => {
-                    self.facts.remove(&s);
-                    self.replies.retain(|(r, _), _| *r != s);
-                    self.require(&s)?;
+                Err(Incomplete(broken)) => {
+                    for s in &broken {
+                        self.facts.remove(s);
+                    }
+                    let broken_set: std::collections::HashSet<Shape, ShapeHash> = broken.iter().copied().collect();
+                    self.replies.retain(|(r, _), _| !broken_set.contains(r));
+                    for s in &broken {
+                        self.require(s)?;
+                    }
                 }
             }
         }
@@ -373,7 +379,9 @@ impl<'a> Prover<'a> {
 
     /// The facts a check starting from the regions `roots` consults, each with its hints
     /// numbered against the facts held: the walk the checker makes (every option's regions,
-    /// and for an option with one region without a fact, the regions of the reply).
+    /// and for an option with one region without a fact, the regions of the reply). Or
+    /// every fact the walk found not whole: an option with two regions without facts, one
+    /// without a reply, or a reply that leaves a region without a fact.
     fn closure(&self, roots: &[Shape]) -> Result<HashMap<Shape, Vec<u32>, ShapeHash>, Incomplete> {
         let mut queue: Vec<Shape> = Vec::new();
         let consult = |rs: &[Shape], queue: &mut Vec<Shape>| {
@@ -381,6 +389,7 @@ impl<'a> Prover<'a> {
         };
         consult(roots, &mut queue);
         let mut kept: HashMap<Shape, Vec<u32>, ShapeHash> = HashMap::default();
+        let mut broken = Vec::new();
         while let Some(s) = queue.pop() {
             if kept.contains_key(&s) {
                 continue;
@@ -388,25 +397,41 @@ impl<'a> Prover<'a> {
             let p = &self.facts[&s];
             let mut own = Vec::new();
             let mut replies = p.replies.iter().peekable();
+            let mut whole = true;
             for (k, m) in s.moves().into_iter().enumerate() {
                 let chosen = replies.next_if(|r| r.0 as usize == k).map(|r| r.1);
                 let regions = s.after(m);
                 consult(&regions, &mut queue);
-                let mut unknown = regions.iter().filter(|r| !self.is_known(r));
-                if let (Some(h), None) = (unknown.next(), unknown.next()) {
-                    // An option whose region has no fact had a reply when it was proved
-                    // (an imported proof may lack it, or name no move: a broken proof).
-                    let moves = h.moves();
-                    let Some(&m) = chosen.and_then(|c| moves.get(c as usize)) else {
-                        return Err(Incomplete(s));
-                    };
-                    own.push(chosen.expect("checked above") as u32);
-                    consult(&h.after(m), &mut queue);
+                let unknown: Vec<&Shape> = regions.iter().filter(|r| !self.is_known(r)).collect();
+                match unknown[..] {
+                    [] => {}
+                    [h] => {
+                        // An option whose region has no fact had a reply when it was proved
+                        // (an imported proof may lack it, name no move, or rest on facts of
+                        // a proof that was not imported).
+                        let moves = h.moves();
+                        let Some(&m) = chosen.and_then(|c| moves.get(c as usize)) else {
+                            whole = false;
+                            continue;
+                        };
+                        let after = h.after(m);
+                        whole &= after.iter().all(|r| self.is_known(r));
+                        own.push(chosen.expect("checked above") as u32);
+                        consult(&after, &mut queue);
+                    }
+                    _ => whole = false,
                 }
+            }
+            if !whole {
+                broken.push(s);
             }
             kept.insert(s, own);
         }
-        Ok(kept)
+        if broken.is_empty() {
+            Ok(kept)
+        } else {
+            Err(Incomplete(broken))
+        }
     }
 
     /// True when the checker will know the region's value: it has a fact or is small.
