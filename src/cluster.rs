@@ -263,6 +263,10 @@ pub struct LocalClusterArgs {
     pub state: Option<PathBuf>,
     #[command(flatten)]
     pub split: SplitArgs,
+    /// With --workers: seconds between the coordinator's progress lines on standard error
+    /// (units done, nodes, nodes per second, root bounds, ETA).
+    #[arg(long, value_name = "S", default_value_t = 120, requires = "workers", value_parser = clap::value_parser!(u64).range(1..))]
+    pub progress_secs: u64,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -612,7 +616,9 @@ pub fn solve_with_workers(
     certificate: &CertificateArgs,
 ) -> Result<SolveRecord, Failure> {
     let (pairing, tt_mb, db) = (!engine.no_pairing, engine.tt_mb, &engine.db);
-    init_logging(LogFormat::Text, "warn");
+    // A solve through the cluster path can run for hours, in a terminal or into a file: the
+    // coordinator's progress lines and milestones show how it goes; the rest only warns.
+    init_logging(LogFormat::Text, &format!("warn,{}=info", cram_coordinator::PROGRESS));
     let n = match local.workers {
         Some(0) | None => default_threads(),
         Some(n) => n,
@@ -636,7 +642,7 @@ pub fn solve_with_workers(
         // The workers are threads of this process, sharing its memory and engine: a second
         // answer from them would check nothing.
         checks: Checks::NONE,
-        progress: Duration::from_secs(120),
+        progress: Duration::from_secs(local.progress_secs),
         token: Some(token.clone()),
         dbs: dbs.clone(),
         // Long enough for the workers to see the stop signal before the server goes away.

@@ -297,6 +297,23 @@ fn local_solve_with_state_resumes() {
     assert_eq!(starts, 2);
 }
 
+/// `cram solve --workers` shows how a long solve goes: the coordinator's progress lines
+/// (units done, nodes, rate, root bounds, ETA) reach standard error every `--progress-secs`,
+/// and the answer is the published one.
+#[test]
+fn local_solve_prints_progress_lines() {
+    let args = ["solve", "4x11", "--json", "--no-db", "--workers", "2", "--progress-secs", "1"];
+    let o = cram(&args);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(answer_of(&o.stdout), ("first".to_string(), Value::from(1)));
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("4x11: units ")).collect();
+    assert!(!lines.is_empty(), "no progress line in\n{err}");
+    for want in ["done (", " nodes, ", " nodes/s, ", " workers, root ", ", ETA "] {
+        assert!(lines.iter().all(|l| l.contains(want)), "{want:?} missing from {lines:?}");
+    }
+}
+
 /// A test client speaking the protocol that answers every unit it leases falsely: with a
 /// wrong value (merely wrong, if nothing held contradicts it), and then, on the region's
 /// nimber unit, with another wrong value (contradicting its own first answer, or what

@@ -146,7 +146,7 @@ impl Job {
         already: Option<DoneRecord>,
     ) -> Result<Finished, CoordError> {
         if let Some(d) = already {
-            tracing::info!(job = %self.settings.spec, "the job in this state is already solved");
+            tracing::info!(target: crate::PROGRESS, job = %self.settings.spec, "the job in this state is already solved");
             let solution = Solution { outcome: d.outcome, nimber: d.nimber };
             let f = Finished {
                 solution,
@@ -186,7 +186,7 @@ impl Job {
                     }
                     if now.duration_since(last_progress) >= self.settings.progress {
                         last_progress = now;
-                        tracing::info!("{}", self.progress_line());
+                        tracing::info!(target: crate::PROGRESS, "{}", self.progress_line());
                     }
                     Ok(())
                 }
@@ -228,7 +228,7 @@ impl Job {
                 (Shape::of(h, w, r.dense()), v)
             })
             .collect();
-        tracing::info!(proofs = proofs.len(), values = values.len(), "assembling the certificate");
+        tracing::info!(target: crate::PROGRESS, proofs = proofs.len(), values = values.len(), "assembling the certificate");
         let (board, solution, target) = (self.settings.board, *solution, target.clone());
         let config = Config { tt_bytes: SETTLE_TT_BYTES, pairing: self.settings.pairing };
         let dbs = self.settings.dbs.clone();
@@ -248,7 +248,7 @@ impl Job {
             }
             let cert = prover.prove(&board, &solution).map_err(|e| e.to_string())?;
             drop(prover);
-            tracing::info!(nodes = solver.nodes(), "the top proved (nodes: the assembly's own searches)");
+            tracing::info!(target: crate::PROGRESS, nodes = solver.nodes(), "the top proved (nodes: the assembly's own searches)");
             let bytes = cert.to_bytes();
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
             cram_certificate::check(&bytes, threads)
@@ -268,6 +268,7 @@ impl Job {
         .expect("the certificate builder does not panic")
         .map_err(CoordError::Certificate)?;
         tracing::info!(
+            target: crate::PROGRESS,
             file = %made.path.display(),
             facts = made.facts,
             bytes = made.bytes,
@@ -636,6 +637,7 @@ impl Job {
             a.send_replace(true);
         }
         tracing::info!(
+            target: crate::PROGRESS,
             job = %self.settings.spec,
             outcome = solution.outcome.describe(),
             nimber = ?solution.nimber,

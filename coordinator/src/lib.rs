@@ -37,6 +37,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
+/// The log target of a job's progress lines and milestones (the periodic summary, the
+/// answer, the certificate's assembly): what `cram solve --workers` shows of its coordinator
+/// without the per-worker lines.
+pub const PROGRESS: &str = "cram_coordinator::progress";
+
 /// How deep the coordinator expands the root before asking workers.
 #[derive(Clone, Copy, Debug)]
 pub enum Split {
