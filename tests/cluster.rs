@@ -299,7 +299,8 @@ fn local_solve_with_state_resumes() {
 
 /// `cram solve --workers` shows how a long solve goes: the coordinator's progress lines
 /// (units done, nodes, rate, root bounds, ETA) reach standard error every `--progress-secs`,
-/// and the answer is the published one.
+/// each line's rate is that of the nodes since the line before, and the answer is the
+/// published one.
 #[test]
 fn local_solve_prints_progress_lines() {
     let args = ["solve", "4x11", "--json", "--no-db", "--workers", "2", "--progress-secs", "1"];
@@ -311,6 +312,28 @@ fn local_solve_prints_progress_lines() {
     assert!(!lines.is_empty(), "no progress line in\n{err}");
     for want in ["done (", " nodes, ", " nodes/s, ", " workers, root ", ", ETA "] {
         assert!(lines.iter().all(|l| l.contains(want)), "{want:?} missing from {lines:?}");
+    }
+    // (seconds of the day of the line's timestamp, nodes, nodes/s)
+    let parsed: Vec<(f64, f64, f64)> = lines
+        .iter()
+        .map(|l| {
+            let clock = l.split('T').nth(1).and_then(|t| t.split('Z').next()).unwrap();
+            let secs = clock.split(':').map(|x| x.parse::<f64>().unwrap()).fold(0.0, |a, x| a * 60.0 + x);
+            let number_before = |tail: &str| {
+                let head = &l[..l.find(tail).unwrap()];
+                head.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
+            };
+            (secs, number_before(" nodes, "), number_before(" nodes/s, "))
+        })
+        .collect();
+    assert!(parsed.len() >= 2, "a solve of several seconds writes several lines: {lines:?}");
+    for w in parsed.windows(2) {
+        let ((t0, n0, _), (t1, n1, rate)) = (w[0], w[1]);
+        let want = (n1 - n0).max(0.0) / (t1 - t0);
+        assert!(
+            (rate - want).abs() <= 0.02 * want + 1000.0,
+            "rate {rate}, nodes since the last line over its time {want}: {lines:?}"
+        );
     }
 }
 

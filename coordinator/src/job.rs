@@ -111,6 +111,8 @@ pub struct Job {
     settings: Settings,
     started: Instant,
     rate: f64,
+    /// When the last progress line was written, and the nodes searched by then.
+    line_mark: (Instant, u64),
     answered: Option<(Finished, Instant)>,
     settling: Option<Settling>,
     /// The solver of the coordinator's own searches, between them.
@@ -123,12 +125,14 @@ pub struct Job {
 impl Job {
     /// A job over a scheduler already brought up to date with the log.
     pub fn new(sched: Scheduler, store: Store, settings: Settings, started: Instant) -> Job {
+        let searched = sched.nodes;
         Job {
             sched,
             store,
             settings,
             started,
             rate: 0.0,
+            line_mark: (Instant::now(), searched),
             answered: None,
             settling: None,
             solver: None,
@@ -160,7 +164,8 @@ impl Job {
         tokio::pin!(shutdown);
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut last_progress = Instant::now();
-        let mut last_sample = (Instant::now(), 0u64);
+        // From the nodes replayed, so that a resumed job's first rate is not their sum.
+        let mut last_sample = (Instant::now(), self.searched_nodes());
         let mut last_point = Instant::now() - SAMPLE_EVERY;
         let outcome = loop {
             let linger_end = self.answered.as_ref().map(|(_, t)| *t);
@@ -596,16 +601,28 @@ impl Job {
         if now.duration_since(last.0) < Duration::from_secs(1) {
             return;
         }
-        let total = self.sched.nodes.saturating_add(self.sched.in_flight_nodes());
+        let total = self.searched_nodes();
         let rate = total.saturating_sub(last.1) as f64 / now.duration_since(last.0).as_secs_f64();
         // Smoothed over about ten seconds: heartbeats report in-flight nodes in steps.
         self.rate = if self.rate == 0.0 { rate } else { 0.9 * self.rate + 0.1 * rate };
         *last = (now, total);
     }
 
-    /// The periodic one-line summary.
+    /// Nodes searched: those of the results held and of the units in flight.
+    fn searched_nodes(&self) -> u64 {
+        self.sched.nodes.saturating_add(self.sched.in_flight_nodes())
+    }
+
+    /// The periodic one-line summary. Its nodes are those searched (results and units in
+    /// flight), its rate theirs since the previous line: lines minutes apart, where the
+    /// status page's ten-second rate would be one moment's.
     fn progress_line(&mut self) -> String {
-        let status = self.sched.status(&self.settings.spec, self.started.elapsed(), self.rate, Instant::now());
+        let now = Instant::now();
+        let searched = self.searched_nodes();
+        let (then, before) = std::mem::replace(&mut self.line_mark, (now, searched));
+        let secs = now.duration_since(then).as_secs_f64().max(1e-3);
+        let rate = searched.saturating_sub(before) as f64 / secs;
+        let status = self.sched.status(&self.settings.spec, self.started.elapsed(), rate, now);
         let u = &status.units;
         let eta = status.eta_secs.map_or_else(|| "unknown".to_string(), |e| format!("{e} s"));
         format!(
@@ -618,7 +635,7 @@ impl Job {
             u.counters.from_cache,
             u.checking,
             u.counters.refused,
-            status.nodes,
+            searched,
             status.nodes_per_sec,
             status.workers.len(),
             status.root,
