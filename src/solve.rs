@@ -7,7 +7,7 @@ use crate::report::{clear_progress, peak_rss_mib, terminal_progress};
 use crate::Failure;
 use clap::Args;
 use cram_engine::proof::Prover;
-use cram_engine::{Board, Mode, ParallelSolver, Solution, Solver};
+use cram_engine::{Board, Mode, ParallelSolver, Search, Solution, Solver};
 use serde::Serialize;
 use std::io::BufRead;
 use std::path::Path;
@@ -34,12 +34,34 @@ pub struct SolveArgs {
     /// and more, else 1].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024), conflicts_with = "workers")]
     pub threads: Option<u64>,
+    /// How nodes decide the values asked about: `values` ("is it n?", the default: fewest
+    /// nodes) or `sets` (Beling and Rogalski's set queries, kept to compare; engine path).
+    #[arg(long, value_enum, default_value_t = SearchKind::Values, conflicts_with = "workers")]
+    pub search: SearchKind,
     #[command(flatten)]
     pub certificate: CertificateArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
     pub cluster: LocalClusterArgs,
+}
+
+/// The searches `--search` chooses between.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum SearchKind {
+    /// "Is the value n?", then each value below n (the default).
+    Values,
+    /// Set queries: each option asked once for its value among the remaining candidates.
+    Sets,
+}
+
+impl From<SearchKind> for Search {
+    fn from(k: SearchKind) -> Search {
+        match k {
+            SearchKind::Values => Search::Values,
+            SearchKind::Sets => Search::Sets,
+        }
+    }
 }
 
 /// Builds a certificate of `board` (just solved by `solver`) and writes it to `path`.
@@ -139,6 +161,9 @@ pub fn run_solve(args: &SolveArgs) -> Result<(), Failure> {
         Some(_) => None,
         None => Some(args.engine.search(largest, args.threads)?),
     };
+    if let Some(s) = solver.as_mut() {
+        s.set_search(args.search.into());
+    }
     let mode = if args.outcome_only { Mode::Outcome } else { Mode::Nimber };
     let mut bad = None;
     for spec in &specs {

@@ -36,6 +36,31 @@ fn solve_prints_outcome_and_nimber() {
     assert!(out.contains("..#/...: second player wins, nimber *0"), "{out}");
 }
 
+/// `--search sets` (set queries, kept to compare) gives the default search's answers, in
+/// both modes and on two threads, with a different node count; it is an engine-path option.
+#[test]
+fn set_queries_answer_as_the_default_search() {
+    let specs = ["3x9", "4x6", "5x5", "1x20", "....#..../....#..../....#...."];
+    for extra in [&["--threads", "1"][..], &["--threads", "2", "--outcome-only"]] {
+        let run = |search: &str| {
+            let mut args = vec!["solve", "--json", "--no-db", "--search", search];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&specs);
+            let o = cram(&args);
+            assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+            json_lines(&o)
+        };
+        let (values, sets) = (run("values"), run("sets"));
+        for (v, s) in values.iter().zip(&sets) {
+            assert_eq!((&v["outcome"], &v["nimber"]), (&s["outcome"], &s["nimber"]), "{v} / {s}");
+        }
+        let nodes = |l: &[serde_json::Value]| l.iter().map(|v| v["nodes"].as_u64().unwrap()).sum::<u64>();
+        assert_ne!(nodes(&values), nodes(&sets), "the two searches are not the same search");
+    }
+    let o = cram(&["solve", "3x4", "--workers", "1", "--search", "sets"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
 #[test]
 fn json_has_the_documented_fields() {
     let o = cram(&["solve", "3x5", "2x4", "--json"]);

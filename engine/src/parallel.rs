@@ -6,7 +6,7 @@
 
 use crate::board::Board;
 use crate::db::DbSet;
-use crate::solver::{Busy, Config, Mode, Res, SharedTables, Solution, Solver};
+use crate::solver::{Busy, Config, Mode, Res, Search, SharedTables, Solution, Solver};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -93,6 +93,14 @@ impl ParallelSolver {
     /// Calls `f` with the node count of all threads every few thousand nodes.
     pub fn set_progress(&mut self, f: Box<dyn FnMut(u64) + Send>) {
         *self.progress.lock().expect("progress lock") = Some(f);
+    }
+
+    /// Chooses how every thread's nodes decide the values asked about (the answers are the
+    /// same; [`Search::Sets`] is there to compare).
+    pub fn set_search(&mut self, search: Search) {
+        for s in &mut self.solvers {
+            s.set_search(search);
+        }
     }
 
     /// Stops every thread with [`crate::Interrupted::Cancelled`] once `flag` is raised.

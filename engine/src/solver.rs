@@ -54,7 +54,7 @@ pub enum Search {
     Values,
     /// Set queries (Beling and Rogalski): "the value, if it lies in this set"; each option
     /// is asked once, for its value among the node's remaining candidates. Kept to compare:
-    /// 15–35 % more nodes on the bench boards (docs/performance.md).
+    /// 2–30 % more nodes on the bench boards (docs/performance.md; `cram solve --search sets`).
     Sets,
 }
 
