@@ -17,7 +17,7 @@
 use crate::format::{Certificate, Claim, FormatError};
 use crate::rules::{components, Shape, SmallValues};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a certificate proved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,19 +96,22 @@ pub fn check(bytes: &[u8], threads: usize) -> Result<Checked, Rejection> {
 pub fn check_certificate(cert: &Certificate, threads: usize) -> Result<Checked, Rejection> {
     let known: HashMap<Shape, u8, ShapeHash> = cert.facts.iter().map(|f| (f.shape, f.value)).collect();
     let threads = threads.clamp(1, cert.facts.len().max(1));
-    let failed = AtomicBool::new(false);
+    // The index of the first fact refused so far: a thread stops at facts past it, but
+    // checks every fact before it, so the fact named is the first refused in the file
+    // whatever the threads' timing.
+    let first_refused = AtomicU64::new(u64::MAX);
     let results: Vec<(Option<Rejection>, u64)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (known, failed) = (&known, &failed);
+                let (known, first_refused) = (&known, &first_refused);
                 s.spawn(move || {
                     let mut v = Values { known, small: cert.small, memo: SmallValues::new() };
                     for i in (t..cert.facts.len()).step_by(threads) {
-                        if failed.load(Ordering::Relaxed) {
+                        if i as u64 > first_refused.load(Ordering::Relaxed) {
                             break;
                         }
                         if let Err(r) = v.fact(cert, i) {
-                            failed.store(true, Ordering::Relaxed);
+                            first_refused.fetch_min(i as u64, Ordering::Relaxed);
                             return (Some(r), v.memo.len() as u64);
                         }
                     }
@@ -118,7 +121,7 @@ pub fn check_certificate(cert: &Certificate, threads: usize) -> Result<Checked, 
             .collect();
         handles.into_iter().map(|h| h.join().expect("a checking thread panicked")).collect()
     });
-    // Of the facts refused, name the first in the file (the threads stop at different ones).
+    // Of the facts refused, name the first in the file.
     let first = results.iter().filter_map(|(r, _)| r.clone()).min_by_key(|r| {
         if let Rejection::Fact { index, .. } = r {
             *index
