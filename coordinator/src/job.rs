@@ -152,6 +152,7 @@ impl Job {
         if let Some(d) = already {
             tracing::info!(target: crate::PROGRESS, job = %self.settings.spec, "the job in this state is already solved");
             let solution = Solution { outcome: d.outcome, nimber: d.nimber };
+            self.sched.decide(solution);
             let f = Finished {
                 solution,
                 nodes: d.nodes,
@@ -650,6 +651,7 @@ impl Job {
         let millis = self.started.elapsed().as_millis() as u64;
         let done = DoneRecord { outcome: solution.outcome, nimber: solution.nimber, nodes, millis };
         self.store.append(&Event::Done(done)).await?;
+        self.sched.decide(solution);
         if let Some(a) = &self.settings.answered {
             a.send_replace(true);
         }

@@ -210,6 +210,8 @@ pub struct Scheduler {
     affinity: HashMap<(String, u32), Branch>,
     /// The answer the facts give (final only when nothing is left to check).
     walk_answer: Option<Solution>,
+    /// The answer once logged: final, whatever arrives after it.
+    decided: Option<Solution>,
     root_facts: Option<Facts>,
     dirty: bool,
     units: HashMap<Ask, Unit>,
@@ -270,6 +272,7 @@ impl Scheduler {
             conflicts: Vec::new(),
             affinity: HashMap::new(),
             walk_answer: None,
+            decided: None,
             root_facts: None,
             dirty: true,
             units: HashMap::new(),
@@ -566,12 +569,23 @@ impl Scheduler {
         self.dirty = false;
     }
 
-    /// The answer, once the facts decide it and nothing is left to check or settle.
+    /// The answer, once the facts decide it and nothing is left to check or settle, or
+    /// once it is logged ([`Scheduler::decide`]).
     pub fn answer(&mut self) -> Option<Solution> {
+        if self.decided.is_some() {
+            return self.decided;
+        }
         self.refresh();
         let settled =
             self.checks.is_empty() && self.to_settle.is_empty() && self.settling.is_none() && self.conflicts.is_empty();
         self.walk_answer.filter(|_| settled)
+    }
+
+    /// Fixes the answer once the job's log holds it: a result that arrives later (a false
+    /// one, which opens a check or a conflict) cannot take it back from the workers that
+    /// ask during the linger, which would then never hear that the job is done.
+    pub fn decide(&mut self, solution: Solution) {
+        self.decided = Some(solution);
     }
 
     /// True when `ask` waits for a worker: open, not answered, not leased.
@@ -1267,6 +1281,34 @@ mod tests {
         assert!(s.answer().is_some());
         assert!(!s.heartbeat(&a, u, 1, 50, t0), "a unit still searched after the answer is stopped");
         assert!(matches!(s.lease(&a, 0, t0), LeaseOutcome::Done(_)));
+    }
+
+    #[test]
+    fn a_logged_answer_stays_when_a_false_result_arrives_after_it() {
+        let (regions, _) = cram_engine::solver::board_regions(&Board::parse("4x6").unwrap());
+        let whole = Ask { region: regions[0], query: Query::Nimber };
+        let v = oracle().nimber(whole.region).unwrap();
+        let t0 = Instant::now();
+        let run = |decide: bool| {
+            let mut s = scheduler(NO_CHECKS);
+            let a = s.register("a", "1", 1, t0).unwrap();
+            let liar = s.register("liar", "2", 1, t0).unwrap();
+            submit(&mut s, sub(&a, whole, 1, truth(whole), true, 1));
+            let answer = s.answer().expect("answered");
+            if decide {
+                s.decide(answer);
+            }
+            // After the answer: a result that contradicts what is held, to be settled.
+            let other = Ask { region: whole.region, query: Query::IsValue(v + 1) };
+            let (verdict, _) = submit(&mut s, sub(&liar, other, 1, Facts::exact(v + 1), true, 1));
+            assert!(matches!(verdict, Verdict::Refuse { .. }), "{verdict:?}");
+            (answer, s.answer(), s.lease(&a, 0, t0))
+        };
+        let (_, undecided, _) = run(false);
+        assert_eq!(undecided, None, "the false result takes back an answer not yet logged");
+        let (answer, after, lease) = run(true);
+        assert_eq!(after, Some(answer));
+        assert!(matches!(lease, LeaseOutcome::Done(a) if a == answer), "{lease:?}");
     }
 
     #[test]
