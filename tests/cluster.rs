@@ -337,6 +337,19 @@ fn local_solve_prints_progress_lines() {
     }
 }
 
+/// A small solve through the cluster path ends without warnings: its workers' goodbyes,
+/// with no units to hand back, often find the coordinator gone after the answer, which is
+/// nothing to warn about.
+#[test]
+fn small_local_solves_end_without_warnings() {
+    for _ in 0..5 {
+        let o = cram(&["solve", "3x4", "2x5", "1x7", "--workers", "2"]);
+        let err = text(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(!err.contains("WARN"), "{err}");
+    }
+}
+
 /// A test client speaking the protocol that answers every unit it leases falsely: with a
 /// wrong value (merely wrong, if nothing held contradicts it), and then, on the region's
 /// nimber unit, with another wrong value (contradicting its own first answer, or what

@@ -368,6 +368,10 @@ impl Shared {
             Ok(Ok(r)) => {
                 tracing::info!(released = r.into_inner().released, units = ?units, "handed units back to the coordinator")
             }
+            // A goodbye without units is a courtesy (the coordinator forgets a silent worker
+            // anyway), and it often finds a coordinator already gone after the answer.
+            Ok(Err(e)) if units.is_empty() => tracing::debug!(error = %e.message(), "could not say goodbye"),
+            Err(_) if units.is_empty() => tracing::debug!("saying goodbye timed out"),
             Ok(Err(e)) => {
                 tracing::warn!(error = %e.message(), "could not hand units back; they will be reissued when their leases expire")
             }
