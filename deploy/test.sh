@@ -55,7 +55,7 @@ deploy/tls.sh "$tmp/tls" >/dev/null
 DBS="4x7,3x9,5x5"
 export CRAM_TAG=test CRAM_JOB="$JOB" CRAM_LEASE_SECS=$LEASE CRAM_PROGRESS_SECS=5 CRAM_PUBLISH=127.0.0.1: \
     CRAM_HTTP_PUBLISH=127.0.0.1: CRAM_TOKEN_FILE="$tmp/token" CRAM_TLS_DIR="$tmp/tls" CRAM_DBS="$DBS" \
-    CRAM_WORKER_TT_MB=32 CRAM_LINGER_SECS=20 CRAM_SPLIT_DEPTH=2 CRAM_UNIT_NODES=3000000
+    CRAM_WORKER_TT_MB=32 CRAM_LINGER_SECS=40 CRAM_SPLIT_DEPTH=2 CRAM_UNIT_NODES=3000000
 compose up -d --scale worker=3 >/dev/null 2>&1 || fail "compose up"
 cluster_start=$(date +%s)
 say "cluster up: databases $DBS, coordinator (TLS) and 3 workers on $JOB"
@@ -76,16 +76,19 @@ wait_done_units() {
 
 coordinator_log() { docker logs "$(compose ps -q coordinator)" 2>&1 >/dev/null; }
 host_of() { docker inspect -f '{{.Config.Hostname}}' "$1"; }
-# Waits until the worker in container $1 holds a unit, as `cram status` shows.
-wait_holding() {
-    local host deadline=$(( $(date +%s) + 120 ))
-    host="$(host_of "$1")"
-    until status | python3 -c '
+# True when `cram status` shows the worker in container $1 holding a unit.
+holding() {
+    status | python3 -c '
 import json, sys
 host = sys.argv[1]
 s = json.load(sys.stdin)
-sys.exit(0 if any(w["name"] == host and w["units"] for w in s["workers"]) else 1)' "$host" 2>/dev/null; do
-        [ "$(date +%s)" -lt "$deadline" ] || fail "worker $host never held a unit"
+sys.exit(0 if any(w["name"] == host and w["units"] for w in s["workers"]) else 1)' "$(host_of "$1")" 2>/dev/null
+}
+# Waits until the worker in container $1 holds a unit.
+wait_holding() {
+    local deadline=$(( $(date +%s) + 120 ))
+    until holding "$1"; do
+        [ "$(date +%s)" -lt "$deadline" ] || fail "worker $(host_of "$1") never held a unit"
         sleep 0.3
     done
 }
@@ -115,18 +118,36 @@ print(f"status page and metrics answer: {status['units']['done']} units done, 3 
 PY
 mapfile -t workers < <(compose ps -q worker)
 w1="${workers[0]}"
-wait_holding "$w1"
+# Killed until the coordinator still counts a lease of it once it is dead (see fault 2).
+for try in 1 2 3 4 5; do
+    wait_holding "$w1"
+    docker kill --signal KILL "$w1" >/dev/null
+    sleep 1 # a result already on its way is handled first
+    holding "$w1" && break
+    [ "$try" -lt 5 ] || fail "worker $(host_of "$w1") never held a unit when killed"
+    say "  (it had handed its unit in when killed; started again, to be killed again)"
+    docker start "$w1" >/dev/null
+done
 say "fault 1: SIGKILL worker $(docker inspect -f '{{.Name}}' "$w1") while it holds a unit"
-docker kill --signal KILL "$w1" >/dev/null
 wait_expiry "$w1"
 say "  its lease expired and the unit was reissued; starting the worker again"
 docker start "$w1" >/dev/null
 
 w2="${workers[1]}"
-wait_holding "$w2"
 net="$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "$w2")"
+# Units here take a fraction of a second: a worker seen holding one may have handed it in
+# by the time it is cut off. Cut it again until the coordinator still counts a lease of it
+# once it is cut (nothing from it can arrive then, so only the lease's expiry ends it).
+for try in 1 2 3 4 5; do
+    wait_holding "$w2"
+    docker network disconnect "$net" "$w2"
+    sleep 1
+    holding "$w2" && break
+    [ "$try" -lt 5 ] || fail "worker $(host_of "$w2") never held a unit when cut off"
+    say "  (it had handed its unit in when cut off; reconnected, to be cut off again)"
+    docker network connect "$net" "$w2"
+done
 say "fault 2: cut worker $(docker inspect -f '{{.Name}}' "$w2") off $net for $(( LEASE + 6 )) s (lease $LEASE s)"
-docker network disconnect "$net" "$w2"
 wait_expiry "$w2"
 say "  its lease expired"
 sleep 6

@@ -47,15 +47,19 @@ pub struct BenchArgs {
     pub cluster: bool,
     /// Scaling over machines: per board, a coordinator and N separate worker processes (one
     /// thread and one table each) for each N of this comma-separated list; total nodes
-    /// and worker CPU relative to the first N, and wall time. No spot checks.
+    /// and worker CPU relative to the first N, the coordinator's verification, wall time.
     #[arg(long, value_name = "LIST", conflicts_with_all = ["peer", "cluster"])]
     pub scaling: Option<String>,
     /// With --scaling: the coordinator's split depth [default: the coordinator's].
     #[arg(long, value_name = "N", requires = "scaling")]
     pub split_depth: Option<u32>,
-    /// With --scaling: extra arguments for the coordinator (e.g. '--share-min-cells 0').
+    /// With --scaling: extra arguments for the coordinator (e.g. '--share-min-cells 24').
     #[arg(long, value_name = "ARGS", requires = "scaling", allow_hyphen_values = true)]
     pub coordinator_args: Option<String>,
+    /// With --scaling: the coordinator verifies nothing (`--no-checks`); by default it
+    /// verifies as it would in a real cluster, and the table shows what that cost.
+    #[arg(long, requires = "scaling")]
+    pub no_checks: bool,
 }
 
 /// What one child process used.
@@ -317,6 +321,9 @@ struct ScalingRun {
     wall: f64,
     /// Facts the workers shared (from the coordinator's result).
     shared: u64,
+    /// Nodes of the coordinator's own verifications, and its CPU seconds.
+    check_nodes: u64,
+    coordinator_cpu: f64,
 }
 
 /// Solves `board` with a coordinator process and `n` worker processes of one thread each.
@@ -329,7 +336,10 @@ fn run_scaling_once(board: &str, n: u32, a: &BenchArgs) -> Result<ScalingRun, Fa
     // The default linger outlasts a worker's heartbeat interval and backoff: every worker
     // hears that the job is done.
     coord.args(["coordinator", "--listen", "127.0.0.1:0", "--job", board, "--json"]);
-    coord.args(["--trust-after", "0", "--check-one-in", "0", "--progress-secs", "3600"]);
+    coord.args(["--progress-secs", "3600"]);
+    if a.no_checks {
+        coord.arg("--no-checks");
+    }
     coord.arg("--state").arg(dir.join("state")).arg("--port-file").arg(&port_file);
     if let Some(d) = a.split_depth {
         coord.args(["--split-depth", &d.to_string()]);
@@ -396,6 +406,8 @@ fn run_scaling_once(board: &str, n: u32, a: &BenchArgs) -> Result<ScalingRun, Fa
         cpu,
         wall: v["millis"].as_u64().map_or(c.wall, |ms| ms as f64 / 1000.0),
         shared: v["facts_shared"].as_u64().unwrap_or(0),
+        check_nodes: v["check_nodes"].as_u64().unwrap_or(0),
+        coordinator_cpu: c.cpu,
     })
 }
 
@@ -408,8 +420,8 @@ fn run_scaling(boards: &[&str], list: &str, a: &BenchArgs) -> Result<(), Failure
         .ok_or_else(|| {
             Failure::input(format!("--scaling {list}: a list of worker counts from 1 to 256, e.g. 1,2,4"))
         })?;
-    println!("| board | nimber | workers | units | nodes | nodes / first | worker CPU s | CPU / first | wall s | speed-up | facts shared |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| board | nimber | workers | units | nodes | nodes / first | worker CPU s | CPU / first | verification nodes | verification / nodes | coordinator CPU s | wall s | speed-up | facts shared |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for b in boards {
         let mut first: Option<ScalingRun> = None;
         for &n in &ns {
@@ -421,13 +433,16 @@ fn run_scaling(boards: &[&str], list: &str, a: &BenchArgs) -> Result<(), Failure
             let f = first.get_or_insert_with(|| r.clone());
             let (base_nodes, base_cpu, base_wall) = (f.nodes.max(1) as f64, f.cpu.max(1e-9), f.wall);
             println!(
-                "| {b} | {} | {n} | {} | {} | {:.2} | {:.1} | {:.2} | {:.1} | {:.2}× | {} |",
+                "| {b} | {} | {n} | {} | {} | {:.2} | {:.1} | {:.2} | {} | {:.3} | {:.1} | {:.1} | {:.2}× | {} |",
                 r.nimber,
                 r.units,
                 thousands(r.nodes),
                 r.nodes as f64 / base_nodes,
                 r.cpu,
                 r.cpu / base_cpu,
+                thousands(r.check_nodes),
+                r.check_nodes as f64 / r.nodes.max(1) as f64,
+                r.coordinator_cpu,
                 wall,
                 base_wall / wall,
                 thousands(r.shared)

@@ -159,6 +159,9 @@ pub struct SolveRecord {
     /// Facts workers shared with each other (cluster path only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub facts_shared: Option<u64>,
+    /// Search nodes of the coordinator's own verifications (cluster path only, when any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check_nodes: Option<u64>,
     /// The certificate written, with `--certificate`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certificate: Option<CertificateRecord>,

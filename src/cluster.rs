@@ -5,9 +5,9 @@
 use crate::cli::{parse_spec, print_record, CertificateRecord, DbArgs, EngineArgs, SolveRecord, DEFAULT_TT_MB};
 use crate::Failure;
 use clap::{Args, ValueEnum};
-use cram_coordinator::state::Checks;
+use cram_coordinator::scheduler::{CheckPolicy, Status};
 use cram_coordinator::{CertificateTarget, CoordError, Finished, Settings as CoordSettings, Share, Split};
-use cram_engine::{Board, Mode, Outcome};
+use cram_engine::{Board, Mode};
 use cram_worker::{Settings as WorkerSettings, WorkerError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -55,15 +55,6 @@ impl SplitArgs {
     }
 }
 
-/// What a job computes.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum JobMode {
-    /// The exact nimber.
-    Nimber,
-    /// Only who wins.
-    Outcome,
-}
-
 /// Arguments of `cram coordinator`.
 #[derive(Args, Debug)]
 pub struct CoordinatorArgs {
@@ -76,9 +67,9 @@ pub struct CoordinatorArgs {
     /// The position (same forms as `cram solve`).
     #[arg(long, value_name = "SPEC")]
     pub job: String,
-    /// Nimber or only the outcome.
-    #[arg(long, value_enum, default_value_t = JobMode::Nimber)]
-    pub mode: JobMode,
+    /// What the job computes: `nimber`, or only the `outcome`.
+    #[arg(long, value_name = "MODE", default_value_t = Mode::Nimber)]
+    pub mode: Mode,
     #[command(flatten)]
     pub split: SplitArgs,
     /// File holding the token every call must carry.
@@ -110,19 +101,29 @@ pub struct CoordinatorArgs {
     /// Do not use the half-turn pairing certificate (coordinator and workers).
     #[arg(long)]
     pub no_pairing: bool,
-    /// A worker is trusted once this many of its results agreed with another worker's (or
-    /// the coordinator's) answer; until then each of its results is checked by another.
-    #[arg(long, value_name = "N", default_value_t = Checks::DEFAULT.trust_after)]
-    pub trust_after: u32,
-    /// Check one result in N of a trusted worker (0: none).
-    #[arg(long, value_name = "N", default_value_t = Checks::DEFAULT.sample_one_in)]
+    /// Verify one result in N by the coordinator's own search of its question (0: none);
+    /// results that decide the root or a first move are always verified.
+    #[arg(long, value_name = "N", default_value_t = CheckPolicy::DEFAULT.sample_one_in)]
     pub check_one_in: u32,
+    /// Verify nothing, not even the results that decide the root or a first move: only
+    /// for workers you run yourself and trust (measurements). Without it, a worker that
+    /// lies is caught: docs/decisions.md has the threat model.
+    #[arg(long, conflicts_with = "check_one_in")]
+    pub no_checks: bool,
+    /// The coordinator's own searches (verifications) run on this many threads at most
+    /// [default: number of cores].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub check_threads: Option<u32>,
+    /// Memory of the table of the coordinator's own searches, in MiB (a limit it grows to).
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub check_tt_mb: u64,
     /// Workers send back facts about regions of at least N cells (found at a cost of
-    /// --share-min-nodes), which the coordinator hands to the other workers (0: none).
-    #[arg(long, value_name = "N", default_value_t = Share::DEFAULT.min_cells)]
+    /// --share-min-nodes), which the coordinator verifies by its own search and then hands
+    /// to the other workers (0: none, the default: measured, it costs more than it saves).
+    #[arg(long, value_name = "N", default_value_t = 0)]
     pub share_min_cells: u32,
     /// The least search nodes a fact cost to be worth sharing.
-    #[arg(long, value_name = "N", default_value_t = Share::DEFAULT.min_nodes)]
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub share_min_nodes: u64,
     /// Print the result as the JSON object `cram solve --json` prints.
     #[arg(long)]
@@ -312,7 +313,7 @@ fn coord_failure(e: CoordError) -> Failure {
 
 fn worker_failure(e: WorkerError) -> Failure {
     match e {
-        WorkerError::Refused(_) => Failure { code: 4, message: e.to_string() },
+        WorkerError::Refused(_) | WorkerError::Disconnected(_) => Failure { code: 4, message: e.to_string() },
         WorkerError::Setup(_) => Failure::runtime(e),
         WorkerError::Database(_) => Failure::database(e),
     }
@@ -331,19 +332,13 @@ fn record(spec: &str, board: &Board, f: &Finished) -> SolveRecord {
         peak_mib: crate::report::peak_rss_mib(),
         units: Some(f.counters.done + f.counters.split),
         facts_shared: (f.counters.facts_shared > 0).then_some(f.counters.facts_shared),
+        check_nodes: (f.counters.check_nodes > 0).then_some(f.counters.check_nodes),
         certificate: f.certificate.as_ref().map(|c| CertificateRecord {
             file: c.path.display().to_string(),
             facts: c.facts,
             bytes: c.bytes,
             millis: c.millis,
         }),
-    }
-}
-
-fn engine_mode(m: JobMode) -> Mode {
-    match m {
-        JobMode::Nimber => Mode::Nimber,
-        JobMode::Outcome => Mode::Outcome,
     }
 }
 
@@ -355,12 +350,18 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
     let settings = CoordSettings {
         board,
         spec: a.job.clone(),
-        mode: engine_mode(a.mode),
+        mode: a.mode,
         pairing: !a.no_pairing,
         split: a.split.split(),
         unit_nodes: a.split.unit_nodes,
         lease: Duration::from_secs(a.split.lease_secs),
-        checks: Checks { trust_after: a.trust_after, sample_one_in: a.check_one_in },
+        checks: if a.no_checks {
+            CheckPolicy::NONE
+        } else {
+            CheckPolicy { sample_one_in: a.check_one_in, decisive: true }
+        },
+        check_threads: a.check_threads.unwrap_or_else(default_threads) as usize,
+        check_tt_bytes: (a.check_tt_mb as usize) << 20,
         progress: Duration::from_secs(a.progress_secs),
         token,
         dbs: a.db.checked_databases()?,
@@ -494,8 +495,7 @@ pub fn run_status(a: &StatusArgs) -> Result<(), Failure> {
         if a.json {
             println!("{json}");
         } else {
-            let v: serde_json::Value = serde_json::from_str(&json).map_err(Failure::runtime)?;
-            print!("{}", status_text(&v));
+            print!("{}", status_text(&read_status(&json)?));
         }
         return Ok(());
     };
@@ -503,7 +503,7 @@ pub fn run_status(a: &StatusArgs) -> Result<(), Failure> {
         // Clear the screen and go home, then the status; a failed fetch is shown, not fatal.
         let shown = match fetch() {
             Ok(json) if a.json => json + "\n",
-            Ok(json) => serde_json::from_str(&json).map(|v| status_text(&v)).map_err(Failure::runtime)?,
+            Ok(json) => status_text(&read_status(&json)?),
             Err(f) => format!("{}: {}\n", a.coordinator, f.message),
         };
         println!("\x1b[2J\x1b[H{shown}(refreshed every {every} s; Ctrl-C to stop)");
@@ -511,68 +511,66 @@ pub fn run_status(a: &StatusArgs) -> Result<(), Failure> {
     }
 }
 
+/// The status document a coordinator sent.
+fn read_status(json: &str) -> Result<Status, Failure> {
+    serde_json::from_str(json).map_err(|e| Failure::runtime(format!("the coordinator's status cannot be read: {e}")))
+}
+
 /// The status document as a few lines for people.
-fn status_text(v: &serde_json::Value) -> String {
-    let u = &v["units"];
-    let n = |x: &serde_json::Value| x.as_u64().unwrap_or(0);
-    let mut out = format!(
-        "job {} ({}): {}, {:.1} s\n",
-        v["job"].as_str().unwrap_or("?"),
-        v["mode"].as_str().unwrap_or("?"),
-        v["state"].as_str().unwrap_or("?"),
-        v["elapsed_secs"].as_f64().unwrap_or(0.0)
-    );
+fn status_text(s: &Status) -> String {
+    use crate::report::thousands;
+    let (u, c) = (&s.units, &s.units.counters);
+    let mut out = format!("job {} ({}): {}, {:.1} s\n", s.job, s.mode, s.state, s.elapsed_secs);
     out += &format!(
         "units: {} total, {} pending, {} leased, {} done, {} cancelled, {} split, {} expired, {} from cache\n",
-        n(&u["total"]),
-        n(&u["pending"]),
-        n(&u["leased"]),
-        n(&u["done"]),
-        n(&u["cancelled"]),
-        n(&u["split"]),
-        n(&u["expired"]),
-        n(&u["from_cache"])
+        u.total, u.pending, u.leased, c.done, c.cancelled, c.split, c.expired, c.from_cache
     );
     out += &format!(
-        "checks: {} waiting, {} made, {} results refused, {} regions settled by the coordinator\n",
-        n(&u["checking"]),
-        n(&u["checks"]),
-        n(&u["refused"]),
-        n(&u["settled"])
+        "checks: {} results waiting, {} searches made by the coordinator ({} nodes), {} results refused\n",
+        u.checking,
+        c.checks,
+        thousands(c.check_nodes),
+        c.refused
     );
+    out += &format!("shared facts: {} sent by workers, {} handed out\n", c.facts_shared, c.facts_handed_out);
+    for d in &s.distrusted {
+        out += &format!("distrusted: {} ({})\n", d.id, d.reason);
+    }
     out +=
-        &format!("shared facts: {} sent by workers, {} handed out\n", n(&u["facts_shared"]), n(&u["facts_handed_out"]));
-    for d in v["distrusted"].as_array().into_iter().flatten() {
-        out += &format!("distrusted: {} ({})\n", d["id"].as_str().unwrap_or("?"), d["reason"].as_str().unwrap_or("?"));
-    }
-    out += &format!(
-        "nodes: {} ({} nodes/s)\nroot: {}\n",
-        crate::report::thousands(n(&v["nodes"])),
-        crate::report::thousands(v["nodes_per_sec"].as_f64().unwrap_or(0.0) as u64),
-        v["root"].as_str().unwrap_or("?")
-    );
-    match (&v["answer"], v["eta_secs"].as_u64()) {
-        (a, _) if a.is_object() => {
-            let nimber = a["nimber"].as_u64().map_or_else(String::new, |x| format!(", nimber *{x}"));
-            let outcome = a["outcome"].as_str().and_then(|w| w.parse::<Outcome>().ok());
-            out += &format!("answer: {}{nimber}\n", outcome.map_or("outcome unreadable", Outcome::describe));
+        &format!("nodes: {} ({} nodes/s)\nroot: {}\n", thousands(s.nodes), thousands(s.nodes_per_sec as u64), s.root);
+    match (&s.answer, s.eta_secs) {
+        (Some(a), _) => {
+            let nimber = a.nimber.map_or_else(String::new, |x| format!(", nimber *{x}"));
+            out += &format!("answer: {}{nimber}\n", a.outcome.describe());
         }
-        (_, Some(eta)) => out += &format!("ETA: about {eta} s\n"),
-        _ => out += "ETA: unknown\n",
+        (None, Some(eta)) => out += &format!("ETA: about {eta} s\n"),
+        (None, None) => out += "ETA: unknown\n",
     }
-    let workers = v["workers"].as_array().cloned().unwrap_or_default();
-    out += &format!("workers: {}\n", workers.len());
-    for w in workers {
-        let units: Vec<&str> =
-            w["units"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
+    if !s.moves.is_empty() {
+        let known = s.moves.iter().filter(|m| m.value.is_some()).count();
+        out += &format!("first moves: {} (each once up to symmetry), {known} with a known value\n", s.moves.len());
+        for m in &s.moves {
+            let mut position = m.regions.join(" + ");
+            if m.xor != 0 || m.regions.is_empty() {
+                position += &format!("{}*{}", if m.regions.is_empty() { "" } else { " + " }, m.xor);
+            }
+            out += &format!("  {:<16} {position}\n", m.known);
+        }
+    }
+    out += &format!("workers: {}\n", s.workers.len());
+    for w in &s.workers {
         out += &format!(
-            "  {} ({} threads): heard {:.1} s ago, {} nodes, units: {}\n",
-            w["id"].as_str().unwrap_or("?"),
-            n(&w["threads"]),
-            w["last_heartbeat_secs"].as_f64().unwrap_or(0.0),
-            crate::report::thousands(n(&w["nodes"])),
-            if units.is_empty() { "none".to_string() } else { units.join(" ") }
+            "  {} ({} threads): heard {:.1} s ago, {} nodes, holding {} unit{}\n",
+            w.id,
+            w.threads,
+            w.last_heartbeat_secs,
+            thousands(w.nodes),
+            w.units.len(),
+            if w.units.len() == 1 { "" } else { "s" }
         );
+        for u in &w.units {
+            out += &format!("    {:<8} {}\n", u.asks, u.region);
+        }
     }
     out
 }
@@ -640,8 +638,11 @@ pub fn solve_with_workers(
         unit_nodes: local.split.unit_nodes,
         lease: Duration::from_secs(local.split.lease_secs),
         // The workers are threads of this process, sharing its memory and engine: a second
-        // answer from them would check nothing.
-        checks: Checks::NONE,
+        // answer from the coordinator would check nothing. Conflicts (none without a fault)
+        // are still decided by its own search.
+        checks: CheckPolicy::NONE,
+        check_threads: 1,
+        check_tt_bytes: 256 << 20,
         progress: Duration::from_secs(local.progress_secs),
         token: Some(token.clone()),
         dbs: dbs.clone(),
@@ -715,12 +716,17 @@ mod tests {
         let v = serde_json::json!({
             "job": "4x8", "mode": "nimber", "state": "running", "elapsed_secs": 3.0,
             "units": {"total": 9, "pending": 2, "leased": 1, "done": 5, "cancelled": 1, "split": 1, "expired": 0, "from_cache": 2,
-                      "checking": 3, "checks": 4, "refused": 1, "settled": 1, "facts_shared": 480, "facts_handed_out": 960},
+                      "checking": 3, "checks": 4, "check_nodes": 1200, "refused": 1, "facts_shared": 480, "facts_handed_out": 960,
+                      "released": 0, "duplicates": 0},
             "distrusted": [{"id": "bad#7", "reason": "its answer to 4x7:f?1 contradicts"}],
-            "nodes": 12345, "nodes_per_sec": 1000.0, "root": "g ≠ 0", "answer": null, "eta_secs": 7,
-            "workers": [{"id": "a#1", "threads": 2, "last_heartbeat_secs": 0.5, "nodes": 10, "units": ["4x7:f?1"]}]
+            "nodes": 12345, "nodes_per_sec": 1000.0, "root": "g ≠ 0", "answer": null, "eta_secs": 7, "settling": [],
+            "moves": [{"regions": ["##../...."], "xor": 0, "known": "g = 0", "value": 0},
+                      {"regions": [".##/...", "..."], "xor": 1, "known": "g ≠ 0; g ≤ 3", "value": null}],
+            "workers": [{"id": "a#1", "name": "a", "threads": 2, "last_heartbeat_secs": 0.5, "nodes": 10, "strikes": 0,
+                         "units": [{"id": "1x4:f?1", "asks": "g = 1?", "region": "...."}]}]
         });
-        let t = status_text(&v);
+        let status = read_status(&v.to_string()).unwrap();
+        let t = status_text(&status);
         for want in [
             "job 4x8 (nimber): running",
             "9 total, 2 pending, 1 leased, 5 done, 1 cancelled, 1 split",
@@ -728,10 +734,14 @@ mod tests {
             "root: g ≠ 0",
             "ETA: about 7 s",
             "a#1 (2 threads)",
-            "checks: 3 waiting, 4 made, 1 results refused, 1 regions settled",
+            "checks: 3 results waiting, 4 searches made by the coordinator (1,200 nodes), 1 results refused",
             "shared facts: 480 sent by workers, 960 handed out",
             "distrusted: bad#7 (its answer",
-            "4x7:f?1",
+            "first moves: 2 (each once up to symmetry), 1 with a known value",
+            "  g = 0            ##../....\n",
+            "  g ≠ 0; g ≤ 3     .##/... + ... + *1\n",
+            "a#1 (2 threads): heard 0.5 s ago, 10 nodes, holding 1 unit\n",
+            "    g = 1?   ....\n",
         ] {
             assert!(t.contains(want), "{want:?} missing from\n{t}");
         }

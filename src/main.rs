@@ -1,10 +1,18 @@
 //! `cram`: the command-line front end of the Cram solver.
 //!
-//! Subcommands: `solve` (outcome and nimber of positions), `analyze` (every move and its
-//! value), `db` (build, inspect and verify endgame databases) and `bench` (the performance
-//! table), `octal` (octal games, period proved), `pairing` (symmetry strategies), `shapes` (the shape catalogue), `root-check` (the pairing check's depth profile), `table` and `show` (tables and pictures). Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments),
-//! 3 a database, a certificate or the coordinator's event log was refused, 4 the coordinator refused this
-//! worker or client (protocol, build, databases or token).
+//! Subcommands, by what they are for:
+//! - solving: `solve` (outcome and nimber of positions; `--workers` through the cluster
+//!   path in this process), `analyze` (every move and its value), `check` (verify a
+//!   certificate with the independent checker);
+//! - databases: `db build | info | verify`;
+//! - the cluster: `coordinator`, `worker`, `status`, `health`, `simulate` (the scheduler in
+//!   virtual time);
+//! - measuring: `bench` (the performance table; `--cluster`, `--scaling`);
+//! - the seed papers' analyses: `octal`, `pairing`, `shapes`, `root-check`, `table`, `show`.
+//!
+//! Exit codes: 0 success, 1 runtime failure, 2 bad input (board or arguments), 3 a
+//! database, a certificate or the coordinator's event log was refused, 4 the coordinator
+//! refused this worker or client (protocol, build, databases or token) or disconnected it.
 
 mod analyses;
 mod bench;

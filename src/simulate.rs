@@ -14,11 +14,10 @@
 use crate::cli::DbArgs;
 use crate::Failure;
 use clap::Args;
-use cram_coordinator::state::{Checks, LeaseOutcome, Scheduler, Submission, Verdict};
-use cram_coordinator::store::{read_events, Event};
-use cram_coordinator::top::{Ask, Top};
-use cram_engine::{Board, Config, Facts, Mode, Solver};
-use cram_proto::Query;
+use cram_coordinator::events::{read_events, Event};
+use cram_coordinator::scheduler::{CheckPolicy, LeaseOutcome, Scheduler, Submission, COORDINATOR};
+use cram_coordinator::top::Top;
+use cram_engine::{Board, Config, Facts, Mode, Question, Solver};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::PathBuf;
@@ -74,7 +73,7 @@ struct Logged {
     mode: Mode,
     pairing: bool,
     plain: bool,
-    costs: HashMap<String, Cost>,
+    costs: HashMap<Question, Cost>,
     nodes_per_sec: f64,
 }
 
@@ -89,10 +88,10 @@ fn read_log(dir: &std::path::Path) -> Result<Logged, Failure> {
     for e in &read.replay.events {
         match e {
             Event::Job(j) => job = Some(j.clone()),
-            Event::Result(r) if r.finished && r.worker != cram_coordinator::state::COORDINATOR => {
+            Event::Result(r) if r.finished && r.worker != COORDINATOR => {
                 nodes += r.nodes;
                 millis += r.millis;
-                costs.entry(r.unit.clone()).or_insert(Cost { facts: r.facts(), nodes: r.nodes.max(1) });
+                costs.entry(r.unit).or_insert(Cost { facts: r.facts(), nodes: r.nodes.max(1) });
             }
             _ => {}
         }
@@ -103,7 +102,7 @@ fn read_log(dir: &std::path::Path) -> Result<Logged, Failure> {
     Ok(Logged {
         spec: j.spec.clone(),
         board,
-        mode: if j.mode == "outcome" { Mode::Outcome } else { Mode::Nimber },
+        mode: j.mode,
         pairing: j.pairing,
         plain: j.certificate_small.is_some(),
         costs,
@@ -143,7 +142,7 @@ enum Ev {
 
 /// A unit being searched by a simulated worker.
 struct Busy {
-    ask: Ask,
+    unit: Question,
     attempt: u64,
     lease_no: u64,
     start: f64,
@@ -159,14 +158,14 @@ fn simulate(
     workers: usize,
     m: &Model,
     dbs: &std::sync::Arc<cram_engine::DbSet>,
-    cost_of: &mut dyn FnMut(Ask) -> Cost,
+    cost_of: &mut dyn FnMut(Question) -> Cost,
 ) -> Result<Outcome, Failure> {
     let top = Top::new(&log.board, log.mode, log.pairing, dbs.clone(), depth, log.plain);
-    let mut s = Scheduler::new(top, log.mode, m.lease, Checks::NONE);
+    let mut s = Scheduler::new(top, log.mode, m.lease, m.unit_nodes, CheckPolicy::NONE, log.plain);
     let base = Instant::now();
     let at = |t: f64| base + Duration::from_secs_f64(t);
     let ids: Vec<String> = (0..workers)
-        .map(|i| s.register(&format!("w{i}"), "sim", 1, at(0.0)).expect("a new worker is not distrusted"))
+        .map(|i| s.register(&format!("{i:016x}"), "sim", 1, at(0.0)).expect("a new worker is not distrusted"))
         .collect();
     // Time-ordered events; virtual seconds as integer nanoseconds, so they order exactly.
     let mut queue: BinaryHeap<Reverse<(u64, u64, Ev)>> = BinaryHeap::new();
@@ -206,14 +205,14 @@ fn simulate(
                 let mut got = None;
                 let reply = call(t, 0.0, &mut |now| got = Some(s.lease(&ids[w], 0, now)));
                 match got.expect("the call ran") {
-                    LeaseOutcome::Unit(ask, attempt, _) => {
+                    LeaseOutcome::Unit(unit, attempt) => {
                         out.leased += 1;
                         lease_no += 1;
-                        let cost = cost_of(ask);
+                        let cost = cost_of(unit);
                         let finished = cost.nodes <= m.unit_nodes;
                         let nodes = cost.nodes.min(m.unit_nodes);
                         let end = reply + nodes as f64 / m.nodes_per_sec;
-                        busy[w] = Some(Busy { ask, attempt, lease_no, start: reply, end, cost, finished });
+                        busy[w] = Some(Busy { unit, attempt, lease_no, start: reply, end, cost, finished });
                         push(&mut queue, end, Ev::Done(w, lease_no));
                         push(&mut queue, reply + heartbeat_every, Ev::Heartbeat(w, lease_no));
                     }
@@ -223,10 +222,10 @@ fn simulate(
             }
             Ev::Heartbeat(w, n) => {
                 let Some(b) = busy[w].as_ref().filter(|b| b.lease_no == n) else { continue };
-                let (ask, attempt) = (b.ask, b.attempt);
+                let (unit, attempt) = (b.unit, b.attempt);
                 let nodes = ((t - b.start) * m.nodes_per_sec) as u64 + 1;
                 let mut keep = true;
-                let reply = call(t, 0.0, &mut |now| keep = s.heartbeat(&ids[w], ask, attempt, nodes, now));
+                let reply = call(t, 0.0, &mut |now| keep = s.heartbeat(&ids[w], unit, attempt, nodes, now));
                 if keep {
                     push(&mut queue, t + heartbeat_every, Ev::Heartbeat(w, n));
                 } else {
@@ -242,7 +241,7 @@ fn simulate(
                 out.busy += b.end - b.start;
                 let sub = Submission {
                     worker: ids[w].clone(),
-                    ask: b.ask,
+                    unit: b.unit,
                     attempt: b.attempt,
                     facts: if b.finished { b.cost.facts } else { Facts::UNKNOWN },
                     finished: b.finished,
@@ -254,15 +253,8 @@ fn simulate(
                     uses: Vec::new(),
                 };
                 let mut solved = false;
-                let reply = call(t, m.fsync, &mut |_| {
-                    let events = match s.judge(&sub) {
-                        Verdict::Accept(r) => vec![Event::Result(r)],
-                        Verdict::Refuse { events, .. } => events,
-                        Verdict::Ignore(_) => vec![],
-                    };
-                    for e in &events {
-                        s.apply(e);
-                    }
+                let reply = call(t, m.fsync, &mut |now| {
+                    s.submit_unlogged(&sub, now);
                     solved = s.answer().is_some();
                 });
                 if solved {
@@ -297,23 +289,13 @@ pub fn run(a: &SimulateArgs) -> Result<(), Failure> {
     };
     let mut solver = Solver::new(&Config { tt_bytes: (a.tt_mb as usize) << 20, pairing: log.pairing }, dbs.clone());
     let mut searched = HashMap::new();
-    let mut cost_of = |ask: Ask| -> Cost {
-        if let Some(c) = log.costs.get(&ask.id()) {
+    let mut cost_of = |unit: Question| -> Cost {
+        if let Some(c) = log.costs.get(&unit) {
             return *c;
         }
-        *searched.entry(ask).or_insert_with(|| {
+        *searched.entry(unit).or_insert_with(|| {
             let before = solver.nodes();
-            let facts = match ask.query {
-                Query::Nimber => Facts::exact(solver.nimber(ask.region).expect("no budget")),
-                Query::IsValue(k) => match solver.is_value(ask.region, k).expect("no budget") {
-                    true => Facts::exact(k),
-                    false => {
-                        let mut f = Facts::UNKNOWN;
-                        f.exclude(k);
-                        f
-                    }
-                },
-            };
+            let facts = unit.query.answer_only(solver.answer(unit).expect("no budget"));
             Cost { facts, nodes: (solver.nodes() - before).max(1) }
         })
     };

@@ -115,6 +115,7 @@ pub fn solve_one(solver: &mut ParallelSolver, spec: &str, board: &Board, mode: M
         peak_mib: peak_rss_mib(),
         units: None,
         facts_shared: None,
+        check_nodes: None,
         certificate: None,
     })
 }

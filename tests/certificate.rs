@@ -1,7 +1,9 @@
 //! `cram solve --certificate` and `cram check` as real processes: a certificate written by
 //! a solve is accepted and proves the printed answer; a damaged, cut, forged or missing one
-//! is refused with exit code 3 (2 for a file that cannot be read), the byte or fact named.
+//! is refused with exit code 3 (2 for a file that cannot be read), the byte or fact named;
+//! a forged header or a decompression bomb is refused within a small address space.
 
+use cram_certificate::format::{max_raw_len, reseal, wrap};
 use cram_certificate::{Certificate, Claim};
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -117,4 +119,65 @@ fn certificate_arguments_are_checked() {
     assert!(text(&o.stderr).contains("exactly one spec"), "{}", text(&o.stderr));
     let o = cram(&["solve", "3x4", "--certificate", "x.cert", "--certificate-small", "40"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// A zstd frame of `blocks` blocks of 128 KiB of zeros, 4 bytes each (RLE blocks): 2 GiB in
+/// 64 KiB with 16,384 blocks.
+fn zeros_frame(blocks: usize) -> Vec<u8> {
+    // Magic; frame header: no content size, no single segment, a window of 2^17 bytes.
+    let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (17 - 10) << 3];
+    for i in 0..blocks {
+        let header = (i + 1 == blocks) as u32 | 1 << 1 | (128 << 10) << 3;
+        f.extend_from_slice(&header.to_le_bytes()[..3]);
+        f.push(0);
+    }
+    f
+}
+
+/// `bytes` with the header's u64 at `at` set to `v`, its checksum made right.
+fn with_field(bytes: &[u8], at: usize, v: u64) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    reseal(&mut b);
+    b
+}
+
+#[test]
+fn forged_headers_and_bombs_are_refused_in_a_small_address_space() {
+    let dir = scratch("forged");
+    // 4x7's certificate is 6.6 KB.
+    let (file, _) = solve_certified(&dir, "4x7", &[]);
+    let bytes = std::fs::read(&file).unwrap();
+    let bomb = zeros_frame(16384);
+    let cases: Vec<(&str, Vec<u8>, String)> = vec![
+        // A compressed length near u64::MAX: the chunk table's length overflows.
+        ("overflow", with_field(&bytes, 16, u64::MAX - 5), "more than any file holds".into()),
+        // A body of 2^36 bytes announced on 6.6 KB.
+        ("huge-body", with_field(&bytes, 24, 1 << 36), "bytes uncompressed (bytes 24-31)".into()),
+        // More facts than the body holds.
+        ("facts", with_field(&bytes, 32, u64::MAX), "facts (bytes 32-39)".into()),
+        // 64 KiB that decompress to 2 GiB, announced as 2 GiB, or as the most 64 KiB may hold.
+        ("bomb-announced", wrap(&bomb, 2 << 30, 0), "bytes uncompressed (bytes 24-31)".into()),
+        (
+            "bomb",
+            wrap(&bomb, max_raw_len(bomb.len() as u64), 0),
+            format!("decompresses to more than {} bytes", max_raw_len(bomb.len() as u64)),
+        ),
+    ];
+    for (name, b, says) in cases {
+        let path = dir.join(format!("{name}.cert"));
+        std::fs::write(&path, &b).unwrap();
+        for threads in ["1", "2"] {
+            // 1 GB of address space: the bomb, read whole, would need 2 GiB.
+            let o = Command::new("sh")
+                .args(["-c", "ulimit -v 1000000; exec \"$0\" check \"$1\" --threads \"$2\""])
+                .args([env!("CARGO_BIN_EXE_cram"), path.to_str().unwrap(), threads])
+                .output()
+                .unwrap();
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(3), "{name}: {err}");
+            assert!(err.contains("certificate refused") && err.contains(&says), "{name}: wanted {says:?}: {err}");
+            assert!(!err.contains("panicked"), "{name}: {err}");
+        }
+    }
 }

@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 /// One worker per job here: with spot checks, the coordinator would redo its first results
 /// itself; these tests are about what is shown, not about trust.
-const NO_CHECKS: [&str; 4] = ["--trust-after", "0", "--check-one-in", "0"];
+const NO_CHECKS: [&str; 1] = ["--no-checks"];
 
 /// The address a process logged for `what` ("… over HTTP addr=127.0.0.1:PORT").
 fn logged_addr(log: &Path, what: &str) -> String {
     let mut found = None;
-    wait_for(what, 30, || {
+    wait_for(what, PATIENCE, || {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         found = text
             .lines()
@@ -45,6 +45,29 @@ fn get(addr: &str, path: &str) -> (u16, String, String) {
         .find_map(|l| l.to_lowercase().strip_prefix("content-type:").map(|v| v.trim().to_string()))
         .unwrap_or_default();
     (code, ctype, body.to_string())
+}
+
+/// What a child writes to `out`, read as it comes until `enough` holds of it, the pipe
+/// closes or `secs` pass.
+fn read_until(mut out: impl Read + Send + 'static, secs: u64, enough: impl Fn(&str) -> bool) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = out.read(&mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut shown = Vec::new();
+    while !enough(&text(&shown)) {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(bytes) => shown.extend(bytes),
+            Err(_) => break,
+        }
+    }
+    text(&shown)
 }
 
 /// The samples of a Prometheus text page, checked against the exposition format: every
@@ -144,26 +167,29 @@ fn metrics_are_prometheus_text_and_move() {
     assert_eq!(wm["cram_worker_threads"], 1.0);
     assert!(wm.contains_key("cram_worker_units_total{result=\"searched\"}"), "{wtext}");
     assert!(wm.contains_key("cram_worker_facts_shared_total") && wm.contains_key("cram_worker_facts_loaded_total"));
-    // The numbers move while the job runs.
-    wait_for("more results", 120, || results(&state).len() >= 8);
-    let b = parse_exposition(&get(&addr, "/metrics").2);
-    assert!(b["cram_nodes_total"] > a["cram_nodes_total"], "nodes did not grow");
-    assert!(b["cram_unit_events_total{kind=\"done\"}"] > a["cram_unit_events_total{kind=\"done\"}"]);
+    // The numbers move while the job runs: read again until a later result shows in them
+    // (however many results came between the log's count and the first reading).
+    let done = "cram_unit_events_total{kind=\"done\"}";
+    let mut b = a.clone();
+    wait_for("the metrics to move", 120, || {
+        b = parse_exposition(&get(&addr, "/metrics").2);
+        b[done] > a[done] && b["cram_nodes_total"] > a["cram_nodes_total"]
+    });
     // A metrics-only listener serves nothing else.
     assert_eq!(get(&addr, "/").0, 404);
-    // `cram status --watch` redraws the status in the terminal.
+    // `cram status --watch` redraws the status in the terminal: its output read as it comes
+    // until the status was drawn twice (a second apart; later on a busy machine).
     let mut watch = cram_cmd()
         .args(["status", "--coordinator", &c.url, "--watch", "1"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    let shown = read_until(watch.stdout.take().unwrap(), PATIENCE, |s| s.matches("job 5x8 (nimber)").count() >= 2);
     kill9(&mut watch);
-    let mut shown = String::new();
-    watch.stdout.take().unwrap().read_to_string(&mut shown).unwrap();
     assert!(shown.matches("job 5x8 (nimber)").count() >= 2 && shown.contains("\x1b[2J"), "{shown}");
+    assert!(shown.contains("first moves: ") && shown.contains("......../"), "the first moves drawn: {shown}");
     result_of(c, 300);
-    assert!(wait(&mut w, 30, "worker").success());
+    assert!(wait(&mut w, PATIENCE, "worker").success());
 }
 
 /// The browser, if this machine has one: `None` prints why the test is skipped, unless
@@ -227,14 +253,29 @@ fn the_status_page_shows_the_job_live_in_a_browser() {
     let later = browse(&browser, &url, &["--dump-dom"]);
     assert!(number(&later, "done") > done || number(&later, "nodes") > nodes, "numbers did not move");
     assert!(later.contains("points=\"10.0,"), "the chart was drawn: {later}");
+    assert!(later.contains("class=\"move") && later.contains("<svg class=\"board\""), "first moves drawn: {later}");
+    // The first moves are drawn as positions `cram solve` reads; a value shown is the
+    // engine's value of that position.
+    let status = status_now(&c.url);
+    let moves = status["moves"].as_array().unwrap();
+    assert!(moves.len() >= 5, "5x8 has more first moves than that, up to symmetry: {status}");
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
     let _ = std::fs::remove_file(&shot);
     browse(&browser, &url, &[&format!("--screenshot={}", shot.display()), "--window-size=1100,900"]);
     let png = std::fs::read(&shot).unwrap();
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "screenshot {}", shot.display());
     eprintln!("status page screenshot: {}", shot.display());
+    let drawn: Vec<&str> =
+        moves.iter().flat_map(|m| m["regions"].as_array().unwrap()).map(|r| r.as_str().unwrap()).collect();
+    let solved = engine(&drawn, &[]);
+    for m in moves {
+        let regions = m["regions"].as_array().unwrap();
+        let value =
+            regions.iter().fold(m["xor"].as_u64().unwrap(), |x, r| x ^ solved[r.as_str().unwrap()].1.as_u64().unwrap());
+        assert!(m["value"].is_null() || m["value"].as_u64() == Some(value), "{m} is worth *{value}");
+    }
     result_of(c, 600);
-    assert!(wait(&mut w, 30, "worker").success());
+    assert!(wait(&mut w, PATIENCE, "worker").success());
 }
 
 /// A CA and a certificate it signed for localhost and 127.0.0.1: (CA PEM, cert PEM, key PEM).
@@ -272,12 +313,12 @@ fn tls_admits_the_right_ca_and_refuses_the_wrong_one_and_plaintext() {
     let https = c.url.replace("http://127.0.0.1", "https://localhost");
     // Another CA: refused at once, saying why.
     let (mut w, wlog) = start_worker(&dir, &https, &["--tls-ca", &other]);
-    assert_eq!(wait(&mut w, 30, "worker with another CA").code(), Some(4));
+    assert_eq!(wait(&mut w, PATIENCE, "worker with another CA").code(), Some(4));
     let wl = std::fs::read_to_string(&wlog).unwrap();
     assert!(wl.contains("does not vouch for") && wl.contains("invalid peer certificate"), "{wl}");
     // Plaintext against TLS: refused, saying so.
     let (mut w, wlog) = start_worker(&dir, &c.url, &[]);
-    let status = wait(&mut w, 30, "plaintext worker");
+    let status = wait(&mut w, PATIENCE, "plaintext worker");
     let wl = std::fs::read_to_string(&wlog).unwrap();
     assert_eq!(status.code(), Some(4), "{status:?}: {wl}");
     assert!(wl.contains("did not answer plaintext gRPC") && wl.contains("https://"), "{wl}");
@@ -295,8 +336,8 @@ fn tls_admits_the_right_ca_and_refuses_the_wrong_one_and_plaintext() {
     let o = cram(&["health", "--addr", &format!("localhost:{port}"), "--tls-ca", &ca]);
     assert!(o.status.success() && text(&o.stdout).contains("serving"), "{}", text(&o.stderr));
     let (mut w, _) = start_worker(&dir, &https, &["--tls-ca", &ca]);
-    assert_eq!(result_of(c, 120), want[job].clone());
-    assert!(wait(&mut w, 30, "worker").success());
+    assert_eq!(result_of(c, PATIENCE), want[job].clone());
+    assert!(wait(&mut w, PATIENCE, "worker").success());
     // A key that is not one stops the coordinator before it touches a state.
     let bad = file("bad.pem", "not a key");
     let o = coordinator_once(&dir.join("other-state"), job, &["--tls-cert", &cert, "--tls-key", &bad]);
@@ -314,50 +355,30 @@ fn results_larger_than_grpc_defaults_are_read() {
     let state = dir.join("state");
     let mut c = start_coordinator(&dir, &state, "5x8", &["--certificate", &dir.join("c.cert").display().to_string()]);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let started = Instant::now();
     let recorded = rt.block_on(async {
-        let mut client = cram_proto::client(&c.url, None, None).unwrap();
-        let reg = loop {
-            let req = pb::RegisterRequest {
-                protocol: cram_proto::PROTOCOL_VERSION,
-                build: cram_proto::BUILD_ID.into(),
-                db_fingerprint: cram_engine::DbSet::default().fingerprint(),
-                name: "big".into(),
-                threads: 1,
-                instance: "1".into(),
-            };
-            match client.register(req).await {
-                Ok(r) => break r.into_inner(),
-                Err(_) if started.elapsed() < Duration::from_secs(20) => {
-                    tokio::time::sleep(Duration::from_millis(100)).await
-                }
-                Err(e) => panic!("{e}"),
-            }
-        };
+        let mut c2 = common::client::ProtoClient::new(&c.url, "big");
+        let reg = c2.register(PATIENCE).await.unwrap();
         assert!(reg.certificate_small.is_some(), "a certified job says so at registration");
-        let unit = loop {
-            let r = client.lease(pb::LeaseRequest { worker_id: reg.worker_id.clone(), slot: 0 }).await.unwrap();
-            match r.into_inner().reply {
-                Some(pb::lease_reply::Reply::Unit(u)) => break u,
-                _ => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        };
+        let unit = c2.unit().await.unwrap().expect("a unit");
+        let (right, _) = common::client::truth_and_lie(&unit, u64::MAX).unwrap();
         let req = pb::SubmitRequest {
-            worker_id: reg.worker_id,
             unit_id: unit.unit_id,
             attempt: unit.attempt,
             region: unit.region,
-            facts: Some(cram_proto::facts_to_pb(cram_engine::Facts::UNKNOWN)),
-            finished: false,
+            facts: Some(cram_proto::facts_to_pb(right)),
+            finished: true,
             nodes: 1,
             millis: 1,
             from_cache: false,
             proof: vec![7; 6 << 20],
             ..Default::default()
         };
+        let mut client = c2.client;
         client.submit(req).await.map(|r| r.into_inner().recorded)
     });
-    assert!(recorded.is_ok(), "a 6 MiB result was not read: {recorded:?}");
+    // Read, and judged on what it says (its proof is no proof): not refused for its size.
+    let too_large = |e: &tonic::Status| matches!(e.code(), tonic::Code::ResourceExhausted | tonic::Code::OutOfRange);
+    assert!(!recorded.as_ref().is_err_and(too_large), "a 6 MiB result was not read: {recorded:?}");
     kill9(&mut c.child);
 }
 

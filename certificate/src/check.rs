@@ -15,7 +15,7 @@
 //! naming a move of H into a loss for the whole position.
 
 use crate::format::{Certificate, Claim, FormatError};
-use crate::rules::{components, Shape, SmallValues};
+use crate::rules::{components, Shape, ShapeHash, SmallValues};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -60,32 +60,6 @@ pub enum Rejection {
     },
 }
 
-/// A fast hasher for shapes (the memo and the fact index are probed millions of times).
-#[derive(Default, Clone, Copy)]
-pub struct ShapeHasher(u64);
-
-impl std::hash::Hasher for ShapeHasher {
-    fn finish(&self) -> u64 {
-        let x = self.0;
-        let x = (x ^ (x >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        x ^ (x >> 29)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x1000_0000_01B3);
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.0 = (self.0.rotate_left(8) ^ i as u64).wrapping_mul(0x1000_0000_01B3);
-    }
-    fn write_u128(&mut self, i: u128) {
-        self.0 = (self.0 ^ i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(23) ^ (i >> 64) as u64;
-    }
-}
-
-/// Builds [`ShapeHasher`]s.
-pub type ShapeHash = std::hash::BuildHasherDefault<ShapeHasher>;
-
 /// Checks the bytes of a certificate file on `threads` threads.
 pub fn check(bytes: &[u8], threads: usize) -> Result<Checked, Rejection> {
     let cert = Certificate::from_bytes(bytes)?;
@@ -105,17 +79,21 @@ pub fn check_certificate(cert: &Certificate, threads: usize) -> Result<Checked, 
             .map(|t| {
                 let (known, first_refused) = (&known, &first_refused);
                 s.spawn(move || {
-                    let mut v = Values { known, small: cert.small, memo: SmallValues::new() };
+                    let mut memo = SmallValues::new();
+                    let mut v = Values { known, small: cert.small, memo: &mut memo };
                     for i in (t..cert.facts.len()).step_by(threads) {
                         if i as u64 > first_refused.load(Ordering::Relaxed) {
                             break;
                         }
-                        if let Err(r) = v.fact(cert, i) {
+                        let f = &cert.facts[i];
+                        let mut hints = InOrder(cert.hints[f.hints.clone()].iter());
+                        if let Err(why) = v.fact(&f.shape, f.value, &mut hints) {
                             first_refused.fetch_min(i as u64, Ordering::Relaxed);
-                            return (Some(r), v.memo.len() as u64);
+                            let r = Rejection::Fact { index: i as u64, region: f.shape.name(), value: f.value, why };
+                            return (Some(r), memo.len() as u64);
                         }
                     }
-                    (None, v.memo.len() as u64)
+                    (None, memo.len() as u64)
                 })
             })
             .collect();
@@ -132,17 +110,54 @@ pub fn check_certificate(cert: &Certificate, threads: usize) -> Result<Checked, 
     if let Some(r) = first {
         return Err(r);
     }
-    let mut v = Values { known: &known, small: cert.small, memo: SmallValues::new() };
-    v.root(cert)?;
-    let small_regions = results.iter().map(|r| r.1).sum::<u64>() + v.memo.len() as u64;
+    let mut memo = SmallValues::new();
+    Values { known: &known, small: cert.small, memo: &mut memo }.root(cert)?;
+    let small_regions = results.iter().map(|r| r.1).sum::<u64>() + memo.len() as u64;
     Ok(Checked { position: cert.position(), claim: cert.claim, facts: cert.facts.len() as u64, small_regions })
 }
 
-/// Known values: the certificate's facts and small regions by the mex rule.
-struct Values<'a> {
-    known: &'a HashMap<Shape, u8, ShapeHash>,
-    small: u32,
-    memo: SmallValues,
+/// Known values: facts (a certificate's, or a [`crate::Ledger`]'s) and small regions by the
+/// mex rule.
+pub(crate) struct Values<'a> {
+    /// The facts, by region.
+    pub known: &'a HashMap<Shape, u8, ShapeHash>,
+    /// Regions of at most this many cells are computed by the mex rule.
+    pub small: u32,
+    /// The small regions computed so far.
+    pub memo: &'a mut SmallValues,
+}
+
+/// Where the rule for one fact ([`Values::fact`]) takes the replies it needs: an option
+/// with one region H without a known value needs a move of H.
+pub(crate) trait Hints {
+    /// The move of H (by number) named for option `k`, which needs one; `None` when there
+    /// is none.
+    fn next(&mut self, k: usize) -> Option<u32>;
+    /// Called after the last of the fact's `options` options: refuses what is left over.
+    fn finish(&mut self, options: usize) -> Result<(), String>;
+    /// How a refusal says that option needed one and had none.
+    fn missing(&self) -> &'static str;
+}
+
+/// A certificate's hints: one for each option that needs one, in the order of the options;
+/// no hint may be left over.
+pub(crate) struct InOrder<'h>(pub std::slice::Iter<'h, u32>);
+
+impl Hints for InOrder<'_> {
+    fn next(&mut self, _: usize) -> Option<u32> {
+        self.0.next().copied()
+    }
+
+    fn finish(&mut self, _: usize) -> Result<(), String> {
+        match self.0.next() {
+            Some(_) => Err("more hints than options that need one".into()),
+            None => Ok(()),
+        }
+    }
+
+    fn missing(&self) -> &'static str {
+        "no hint is left"
+    }
 }
 
 /// The regions left by a move (or the root's regions): the XOR of those with known values,
@@ -153,7 +168,8 @@ enum Split {
 }
 
 impl Values<'_> {
-    fn value(&mut self, s: &Shape) -> Option<u8> {
+    /// The value of region `s`, when known: a fact, or by the mex rule when small.
+    pub fn value(&mut self, s: &Shape) -> Option<u8> {
         if let Some(&v) = self.known.get(s) {
             return Some(v);
         }
@@ -198,37 +214,37 @@ impl Values<'_> {
         Ok(())
     }
 
-    fn fact(&mut self, cert: &Certificate, i: usize) -> Result<(), Rejection> {
-        let f = &cert.facts[i];
-        let refuse = |why: String| Rejection::Fact { index: i as u64, region: f.shape.name(), value: f.value, why };
-        let mut hints = cert.hints[f.hints.clone()].iter();
+    /// The rule for one fact, "`shape` has nimber `value`": every option of `shape` is shown
+    /// to differ from `value` (its regions' known values XOR to another value, or all but
+    /// one, H, are known and the hint for the option names a move of H into regions of
+    /// known values XORing to the value H would need), and every value below `value` is
+    /// the value of an option whose regions all have known values. `value` is at most half
+    /// the region's cells (what a reader lets through). Says what fails.
+    pub fn fact(&mut self, shape: &Shape, value: u8, hints: &mut impl Hints) -> Result<(), String> {
         let mut shown = 0u128;
-        for (k, m) in f.shape.moves().into_iter().enumerate() {
-            let regions = f.shape.after(m);
+        let moves = shape.moves();
+        for (k, &m) in moves.iter().enumerate() {
+            let regions = shape.after(m);
             match self.split(&regions) {
-                Ok(Split::Known(x)) if x == f.value => {
-                    return Err(refuse(format!("option {k} has value *{x}: the region's value is not *{}", f.value)));
+                Ok(Split::Known(x)) if x == value => {
+                    return Err(format!("option {k} has value *{x}: the region's value is not *{value}"));
                 }
-                Ok(Split::Known(x)) => shown |= 1 << x,
+                // Values of up to 64 (a region of 128 cells) XOR to less than 128.
+                Ok(Split::Known(x)) => shown |= 1u128.checked_shl(x as u32).unwrap_or(0),
                 Ok(Split::OneUnknown(x, h)) => {
-                    let Some(&hint) = hints.next() else {
-                        return Err(refuse(format!(
-                            "option {k} leaves {} without a fact, and no hint is left",
-                            h.name()
-                        )));
+                    let Some(hint) = hints.next(k) else {
+                        return Err(format!("option {k} leaves {} without a fact, and {}", h.name(), hints.missing()));
                     };
-                    self.reply(&h, hint, f.value ^ x).map_err(|e| refuse(format!("option {k}: {e}")))?;
+                    self.reply(&h, hint, value ^ x).map_err(|e| format!("option {k}: {e}"))?;
                 }
                 Err((a, b)) => {
-                    return Err(refuse(format!("option {k} leaves {} and {} without facts", a.name(), b.name())));
+                    return Err(format!("option {k} leaves {} and {} without facts", a.name(), b.name()));
                 }
             }
         }
-        if hints.next().is_some() {
-            return Err(refuse("more hints than options that need one".into()));
-        }
-        if let Some(j) = (0..f.value).find(|&j| shown >> j & 1 == 0) {
-            return Err(refuse(format!("no option is shown to have value *{j}")));
+        hints.finish(moves.len())?;
+        if let Some(j) = (0..value).find(|&j| shown.checked_shr(j as u32).unwrap_or(0) & 1 == 0) {
+            return Err(format!("no option is shown to have value *{j}"));
         }
         Ok(())
     }

@@ -7,13 +7,18 @@
 //! generation, decomposition into regions and memoised mex for small regions
 //! ([`rules`]); it shares no code with the solver, uses no transposition table, database,
 //! pairing shortcut or pruning. [`format`] is the file layout (docs/certificates.md).
+//! [`Ledger`] verifies proofs one at a time by the same rule (a cluster's coordinator
+//! checks each worker's proof as it arrives).
 
 #![warn(missing_docs)]
 
 pub mod check;
 pub mod format;
+pub mod ledger;
 pub mod rules;
+pub mod varint;
 
 pub use check::{check, Checked, Rejection};
 pub use format::{Certificate, Claim, Fact, FormatError};
+pub use ledger::{ExportedFact, Ledger};
 pub use rules::Shape;

@@ -9,6 +9,32 @@
 
 use std::collections::HashMap;
 
+/// A fast hasher for shapes (the memo and the fact index are probed millions of times).
+#[derive(Default, Clone, Copy)]
+pub struct ShapeHasher(u64);
+
+impl std::hash::Hasher for ShapeHasher {
+    fn finish(&self) -> u64 {
+        let x = self.0;
+        let x = (x ^ (x >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^ (x >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x1000_0000_01B3);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.0 = (self.0.rotate_left(8) ^ i as u64).wrapping_mul(0x1000_0000_01B3);
+    }
+    fn write_u128(&mut self, i: u128) {
+        self.0 = (self.0 ^ i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(23) ^ (i >> 64) as u64;
+    }
+}
+
+/// Builds [`ShapeHasher`]s.
+pub type ShapeHash = std::hash::BuildHasherDefault<ShapeHasher>;
+
 /// A region in canonical form: the least `(h, w, cells)` over the 8 images of a set of
 /// cells under the symmetries of the square, each translated to the top-left of its own
 /// bounding box of `h` rows and `w` columns. Two sets of cells are congruent exactly when
@@ -215,7 +241,7 @@ fn transpose(cells: u128, h: u32, w: u32) -> u128 {
 /// Memoised by shape.
 #[derive(Default)]
 pub struct SmallValues {
-    memo: HashMap<Shape, u8, crate::check::ShapeHash>,
+    memo: HashMap<Shape, u8, ShapeHash>,
 }
 
 impl SmallValues {

@@ -1,106 +1,30 @@
-//! The job's task: the one owner of the scheduler and the store. gRPC handlers send it
-//! [`Request`]s, each with a oneshot reply, and it answers them one at a time, so nothing
-//! else touches job state and no lock guards it (the shape of Ballista's scheduler event
-//! loop and fishnet's actors).
+//! The job's task: the one owner of the scheduler and the store. gRPC handlers and HTTP
+//! pages send it [`Request`]s, each with a oneshot reply, and it answers them one at a
+//! time, so nothing else touches job state and no lock guards it (the shape of Ballista's
+//! scheduler event loop and fishnet's actors).
 //!
 //! A result is judged, logged (fsynced, then indexed in sled) and applied before it is
 //! acknowledged; a refusal or a distrust is logged the same way. Besides requests the task
-//! expires leases, logs a progress line, runs the coordinator's own searches (settlements)
-//! on a blocking thread one at a time, and notices the answer, after which it keeps
-//! answering "done" for the linger period.
+//! expires leases, reports progress ([`Reporter`]), runs the coordinator's own searches
+//! ([`Checker`]) and notices the answer, after which it keeps answering "done" for the
+//! linger period; a certified job's certificate is assembled last ([`certify`]).
 
-use crate::state::{Caller, LeaseOutcome, Scheduler, Submission, Verdict};
-use crate::store::{DoneRecord, Event, Store, StoreError};
-use crate::top::Ask;
-use crate::{CertificateTarget, CertificateWritten, CoordError, Finished, Settings};
-use cram_certificate::Shape;
-use cram_engine::proof::Prover;
-use cram_engine::region::AnyRegion;
-use cram_engine::{Config, Interrupted, Solution, Solver};
+use crate::certify::{certify, Assembly};
+use crate::events::{DoneRecord, Event};
+use crate::outcome::{CoordError, Finished};
+use crate::prove::{Checked, ProofChecked, ProofChecker};
+use crate::report::Reporter;
+use crate::request::Request;
+use crate::scheduler::{Caller, LeaseOutcome, Scheduler, Submission, Verdict};
+use crate::settings::Settings;
+use crate::settle::{Checker, Searched};
+use crate::store::{Store, StoreError};
+use cram_engine::{Question, Solution};
 use cram_proto::pb::{self, lease_reply};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::mpsc;
 use tonic::Status;
-
-/// A reply to one request.
-pub type Reply<T> = oneshot::Sender<Result<T, Status>>;
-
-/// What gRPC handlers ask of the job.
-pub enum Request {
-    /// A worker registers (already checked for form).
-    Register(pb::RegisterRequest, Reply<pb::RegisterReply>),
-    /// A search thread asks for a unit.
-    Lease {
-        /// The worker's id.
-        worker: String,
-        /// Which of its threads.
-        slot: u32,
-        /// Where the answer goes.
-        reply: Reply<pb::LeaseReply>,
-    },
-    /// Progress of the units a worker searches: (unit, attempt, nodes).
-    Heartbeat {
-        /// The worker's id.
-        worker: String,
-        /// Its units.
-        units: Vec<(Ask, u64, u64)>,
-        /// Where the answer goes.
-        reply: Reply<pb::HeartbeatReply>,
-    },
-    /// A result.
-    Submit(Submission, Reply<pb::SubmitReply>),
-    /// A worker hands units back (all it holds when empty), maybe leaving.
-    Release {
-        /// The worker's id.
-        worker: String,
-        /// The units.
-        units: Vec<Ask>,
-        /// It is shutting down.
-        leaving: bool,
-        /// Where the answer goes.
-        reply: Reply<pb::ReleaseReply>,
-    },
-    /// The status document, as JSON.
-    Status(Reply<pb::StatusReply>),
-    /// The status document with the history of the run, as JSON (for the status page).
-    Page(oneshot::Sender<String>),
-    /// The Prometheus metrics, as text.
-    Metrics(oneshot::Sender<String>),
-}
-
-/// One point of the status page's chart.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct Sample {
-    /// Seconds since this coordinator started.
-    pub secs: f64,
-    /// Units done by then.
-    pub done: u64,
-    /// Nodes per second then.
-    pub nodes_per_sec: f64,
-}
-
-/// How often the chart's history is sampled, and how many samples it keeps (then every
-/// other one is dropped and the interval doubles).
-const SAMPLE_EVERY: Duration = Duration::from_secs(2);
-const MAX_SAMPLES: usize = 1000;
-
-/// Memory of the transposition table of the coordinator's own searches.
-const SETTLE_TT_BYTES: usize = 256 << 20;
-
-/// What a settlement's search gives back: its solver (kept for the next one, with its
-/// table), the value, the nodes and the milliseconds it took.
-type Searched = (Solver, Result<u8, Interrupted>, u64, u64);
-
-/// A settlement under way: the coordinator's own search of one region.
-struct Settling {
-    region: AnyRegion,
-    cancel: Arc<AtomicBool>,
-    task: JoinHandle<Searched>,
-}
 
 /// The job's task and everything it owns.
 pub struct Job {
@@ -110,35 +34,65 @@ pub struct Job {
     pub store: Store,
     settings: Settings,
     started: Instant,
-    rate: f64,
-    /// When the last progress line was written, and the nodes searched by then.
-    line_mark: (Instant, u64),
+    report: Reporter,
     answered: Option<(Finished, Instant)>,
-    settling: Option<Settling>,
-    /// The solver of the coordinator's own searches, between them.
-    solver: Option<Solver>,
-    /// The status page's chart, and the interval between its samples now.
-    history: Vec<Sample>,
-    sample_every: Duration,
+    checker: Checker,
+    /// A certified job's proof checker.
+    proofs: Option<ProofChecker>,
+    /// The status as last rendered for readers: the gRPC status, the page's JSON, the
+    /// metrics; dropped by every call that may change the state.
+    rendered: [Option<(Instant, String)>; 3],
+}
+
+/// How long a rendering of the status is served again while no call changed the state:
+/// any client may ask for it as often as it likes, and each rendering walks every unit, in
+/// the job's task.
+const RENDERED_FOR: Duration = Duration::from_millis(250);
+
+/// The rendering in `slot` when it is fresh at `now`, else a new one from `render`.
+fn fresh(slot: &mut Option<(Instant, String)>, now: Instant, render: impl FnOnce() -> String) -> String {
+    match slot {
+        Some((at, text)) if now.saturating_duration_since(*at) < RENDERED_FOR => text.clone(),
+        _ => {
+            let text = render();
+            *slot = Some((now, text.clone()));
+            text
+        }
+    }
 }
 
 impl Job {
-    /// A job over a scheduler already brought up to date with the log.
-    pub fn new(sched: Scheduler, store: Store, settings: Settings, started: Instant) -> Job {
-        let searched = sched.nodes;
-        Job {
-            sched,
-            store,
-            settings,
-            started,
-            rate: 0.0,
-            line_mark: (Instant::now(), searched),
-            answered: None,
-            settling: None,
-            solver: None,
-            history: Vec::new(),
-            sample_every: SAMPLE_EVERY,
-        }
+    /// A job over a scheduler already brought up to date with the log `events`.
+    pub fn new(mut sched: Scheduler, store: Store, settings: Settings, started: Instant, events: &[Event]) -> Job {
+        let report = Reporter::new(&settings.spec, started, &sched);
+        let checker =
+            Checker::new(settings.check_threads, settings.check_tt_bytes, settings.pairing, settings.dbs.clone());
+        // A certified job checks its results' proofs; the facts of those checked before a
+        // restart are read back from their files.
+        let proofs = settings.certificate.as_ref().map(|c| {
+            let files: std::collections::HashMap<(Question, &str), &str> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Result(r) => Some(((r.unit, r.worker.as_str()), r.proof.as_deref()?)),
+                    _ => None,
+                })
+                .collect();
+            let proved: Vec<(Question, String)> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Proved { unit, worker, .. } => {
+                        files.get(&(*unit, worker.as_str())).map(|f| (*unit, f.to_string()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let (checker, lost) = ProofChecker::new(&store.proof_dir(), c.small, &proved);
+            for q in lost {
+                sched.proof_lost(q);
+            }
+            checker
+        });
+        Job { sched, store, settings, started, report, answered: None, checker, proofs, rendered: Default::default() }
     }
 
     /// Serves requests until the answer is known (and the linger period over), a fatal
@@ -162,12 +116,10 @@ impl Job {
             };
             self.answered = Some((f, Instant::now() + self.settings.linger));
         }
+        self.sched.serving_from(Instant::now());
         tokio::pin!(shutdown);
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut last_progress = Instant::now();
-        // From the nodes replayed, so that a resumed job's first rate is not their sum.
-        let mut last_sample = (Instant::now(), self.searched_nodes());
-        let mut last_point = Instant::now() - SAMPLE_EVERY;
         let outcome = loop {
             let linger_end = self.answered.as_ref().map(|(_, t)| *t);
             let step = tokio::select! {
@@ -179,20 +131,24 @@ impl Job {
                     break Ok(self.answered.take().expect("answered").0);
                 }
                 Some(req) = requests.recv() => self.handle(req).await,
-                done = settlement_done(&mut self.settling) => self.settled(done).await,
+                done = self.checker.done() => {
+                    self.state_changed();
+                    self.searched(done).await
+                }
+                checked = proof_done(&mut self.proofs) => {
+                    self.state_changed();
+                    self.proof_checked(checked).await
+                }
                 _ = tick.tick() => {
                     let now = Instant::now();
                     for (unit, worker) in self.sched.expire(now) {
                         tracing::warn!(%unit, %worker, "lease expired without progress; reissuing the unit");
+                        self.state_changed();
                     }
-                    self.sample_rate(now, &mut last_sample);
-                    if now.duration_since(last_point) >= self.sample_every {
-                        last_point = now;
-                        self.sample_history();
-                    }
+                    self.report.tick(&self.sched, now);
                     if now.duration_since(last_progress) >= self.settings.progress {
                         last_progress = now;
-                        tracing::info!(target: crate::PROGRESS, "{}", self.progress_line());
+                        tracing::info!(target: crate::PROGRESS, "{}", self.report.progress_line(&mut self.sched));
                     }
                     Ok(())
                 }
@@ -204,91 +160,36 @@ impl Job {
                 break Err(e.into());
             }
         };
-        if let Some(s) = self.settling.take() {
-            s.cancel.store(true, Ordering::Relaxed);
-        }
+        self.checker.cancel();
+        // Calls from now on are answered UNAVAILABLE at once, not queued unread while the
+        // certificate is assembled (which can take an hour).
+        drop(requests);
         let mut finished = outcome?;
         if let Some(target) = self.settings.certificate.clone() {
-            finished.certificate = Some(self.certify(&finished.solution, &target).await?);
+            let assembly = Assembly {
+                board: self.settings.board,
+                solution: finished.solution,
+                pairing: self.settings.pairing,
+                dbs: self.settings.dbs.clone(),
+                proofs: self.sched.proofs(),
+                proof_dir: self.store.proof_dir(),
+                values: self.sched.exact_values(),
+            };
+            finished.certificate = Some(certify(assembly, &target).await?);
         }
         Ok(finished)
     }
 
-    /// Assembles the certificate of a certified job from its results' proofs (a proof
-    /// that contradicts one already taken is left out, with a warning: the check decides),
-    /// proves the top with the values the job holds, checks it with the independent
-    /// checker, and only then writes it.
-    async fn certify(
-        &mut self,
-        solution: &Solution,
-        target: &CertificateTarget,
-    ) -> Result<CertificateWritten, CoordError> {
-        let started = Instant::now();
-        let (proofs, dir) = (self.sched.proofs(), self.store.proof_dir());
-        let values: Vec<(Shape, u8)> = self
-            .sched
-            .exact_values()
-            .into_iter()
-            .map(|(r, v)| {
-                let (h, w) = r.dims();
-                (Shape::of(h, w, r.dense()), v)
-            })
-            .collect();
-        tracing::info!(target: crate::PROGRESS, proofs = proofs.len(), values = values.len(), "assembling the certificate");
-        let (board, solution, target) = (self.settings.board, *solution, target.clone());
-        let config = Config { tt_bytes: SETTLE_TT_BYTES, pairing: self.settings.pairing };
-        let dbs = self.settings.dbs.clone();
-        let made = tokio::task::spawn_blocking(move || -> Result<CertificateWritten, String> {
-            let mut solver = Solver::new(&config, dbs);
-            let mut prover = Prover::new(&mut solver, target.small);
-            prover.preload_values(values);
-            // One file at a time: the proofs of a long job can be many GiB in all. One
-            // that cannot be read or does not import only costs time: what the
-            // certificate then lacks, the prover proves by its own search.
-            for name in &proofs {
-                let imported =
-                    crate::store::read_proof(&dir, name).map_err(|e| e.to_string()).and_then(|b| prover.import(&b));
-                if let Err(e) = imported {
-                    tracing::warn!(proof = %name, "a result's proof is left out of the certificate: {e}");
-                }
-            }
-            let cert = prover.prove(&board, &solution).map_err(|e| e.to_string())?;
-            drop(prover);
-            tracing::info!(target: crate::PROGRESS, nodes = solver.nodes(), "the top proved (nodes: the assembly's own searches)");
-            let bytes = cert.to_bytes();
-            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-            cram_certificate::check(&bytes, threads)
-                .map_err(|e| format!("the assembled certificate does not check: {e}"))?;
-            let tmp = target.path.with_extension("tmp");
-            std::fs::write(&tmp, &bytes)
-                .and_then(|()| std::fs::rename(&tmp, &target.path))
-                .map_err(|e| format!("{}: {e}", target.path.display()))?;
-            Ok(CertificateWritten {
-                path: target.path.clone(),
-                facts: cert.facts.len() as u64,
-                bytes: bytes.len() as u64,
-                millis: started.elapsed().as_millis() as u64,
-            })
-        })
-        .await
-        .expect("the certificate builder does not panic")
-        .map_err(CoordError::Certificate)?;
-        tracing::info!(
-            target: crate::PROGRESS,
-            file = %made.path.display(),
-            facts = made.facts,
-            bytes = made.bytes,
-            ms = made.millis,
-            "certificate written and checked"
-        );
-        Ok(made)
-    }
-
-    /// Starts a settlement when one is due, and logs the answer once it is known.
+    /// Starts the coordinator's own searches that are due, and logs the answer once it is
+    /// known.
     async fn after_step(&mut self) -> Result<(), StoreError> {
-        if self.settling.is_none() && self.answered.is_none() {
-            if let Some(region) = self.sched.next_settlement(Instant::now()) {
-                self.start_settlement(region);
+        while self.answered.is_none() && self.checker.has_room() {
+            let Some(q) = self.sched.next_search() else { break };
+            self.checker.start(q);
+        }
+        if let Some(p) = self.proofs.as_mut().filter(|p| p.is_idle()) {
+            if let Some((unit, worker, file)) = self.sched.next_proof() {
+                p.start(unit, worker, file);
             }
         }
         if self.answered.is_none() {
@@ -299,76 +200,80 @@ impl Job {
         Ok(())
     }
 
-    fn start_settlement(&mut self, region: AnyRegion) {
-        tracing::warn!(region = %region.key(), "settling a region by the coordinator's own search");
-        let cancel = Arc::new(AtomicBool::new(false));
-        let config = Config { tt_bytes: SETTLE_TT_BYTES, pairing: self.settings.pairing };
-        let mut solver = self.solver.take().unwrap_or_else(|| Solver::new(&config, self.settings.dbs.clone()));
-        solver.set_cancel(cancel.clone());
-        let task = tokio::task::spawn_blocking(move || {
-            let (started, before) = (Instant::now(), solver.nodes());
-            let value = solver.nimber(region);
-            let nodes = solver.nodes() - before;
-            (solver, value, nodes, started.elapsed().as_millis() as u64)
-        });
-        self.settling = Some(Settling { region, cancel, task });
-    }
-
-    /// Logs and applies a settlement's result and the distrusts it shows.
-    async fn settled(&mut self, done: Result<Searched, tokio::task::JoinError>) -> Result<(), StoreError> {
-        let region = self.settling.take().expect("a settlement ran").region;
-        let (solver, value, nodes, millis) =
-            done.unwrap_or_else(|e| panic!("the coordinator's own search failed: {e}"));
-        self.solver = Some(solver);
-        let value = match value {
-            Ok(v) => v,
+    /// Logs and applies the answer of one of the coordinator's own searches and the
+    /// distrusts it shows.
+    async fn searched(&mut self, s: Searched) -> Result<(), StoreError> {
+        let facts = match s.facts {
+            Ok(f) => f,
             Err(e) => {
-                tracing::warn!(region = %region.key(), "settlement stopped: {e}");
-                self.sched.settlement_dropped();
+                tracing::warn!(question = %s.question, "the coordinator's search stopped: {e}");
+                self.sched.search_dropped(s.question);
                 return Ok(());
             }
         };
-        tracing::info!(region = %region.key(), value, nodes, "region settled by the coordinator's own search");
-        for event in self.sched.settlement(region, value, nodes, millis) {
+        tracing::info!(question = %s.question, nodes = s.nodes, "the coordinator answered a question itself");
+        for event in self.sched.searched(s.question, facts, s.nodes, s.millis) {
             self.log(&event).await?;
         }
         Ok(())
     }
 
-    /// Logs an event that is not a result, applies it, and rebuilds the index after a
-    /// distrust (its facts are gone from the replay).
+    /// Logs what a proof's check found: the result proved, or its worker distrusted; a
+    /// proof whose file is gone has its unit proved again.
+    async fn proof_checked(&mut self, c: ProofChecked) -> Result<(), StoreError> {
+        match &c.checked {
+            Checked::Proved(n) => tracing::debug!(unit = %c.unit, worker = %c.worker, facts = n, "proof checked"),
+            Checked::Refused(why) => tracing::warn!(unit = %c.unit, worker = %c.worker, %why, "a proof does not check"),
+            Checked::Lost(why) => {
+                tracing::warn!(unit = %c.unit, %why, "a proof cannot be read; its unit is proved again");
+                self.sched.proof_lost(c.unit);
+            }
+        }
+        if let Some(e) = ProofChecker::event(&c) {
+            self.log(&e).await?;
+        }
+        Ok(())
+    }
+
+    /// Logs an event, applies it, and rebuilds the index after a distrust (its facts are
+    /// gone from the replay).
     async fn log(&mut self, event: &Event) -> Result<(), StoreError> {
         match event {
-            Event::Result(r) => {
-                let (region, _) = cram_proto::parse_unit_id(&r.unit).expect("results name units");
-                self.store.record(&region, r).await?;
-            }
+            Event::Result(r) => self.store.record(r).await?,
             e => self.store.append(e).await?,
         }
         self.sched.apply(event);
         if let Event::Distrust { worker, reason } = event {
             tracing::error!(%worker, %reason, "worker distrusted: its results are discarded and it is disconnected");
-            self.store.check_index(&self.sched.index_facts())?;
         }
         Ok(())
+    }
+
+    /// The state may have changed: readers get a new rendering.
+    fn state_changed(&mut self) {
+        self.rendered = Default::default();
     }
 
     /// Answers one request.
     async fn handle(&mut self, req: Request) -> Result<(), StoreError> {
         let now = Instant::now();
+        if !matches!(req, Request::Status(_) | Request::Page(_) | Request::Metrics(_)) {
+            // A call that may change the state: the next reader sees it.
+            self.state_changed();
+        }
         match req {
-            Request::Register(r, reply) => {
-                let _ = reply.send(self.register(r, now));
+            Request::Register { key, request, reply } => {
+                let _ = reply.send(self.register(&key, request, now));
             }
-            Request::Lease { worker, slot, reply } => {
-                let _ = reply.send(self.known(&worker, now).map(|()| self.lease(&worker, slot, now)));
+            Request::Lease { key, slot, reply } => {
+                let _ = reply.send(self.known(&key, now).map(|worker| self.lease(&worker, slot, now)));
             }
-            Request::Heartbeat { worker, units, reply } => {
-                let answer = self.known(&worker, now).map(|()| {
+            Request::Heartbeat { key, units, reply } => {
+                let answer = self.known(&key, now).map(|worker| {
                     let cancel = units
                         .into_iter()
-                        .filter(|&(ask, attempt, nodes)| !self.sched.heartbeat(&worker, ask, attempt, nodes, now))
-                        .map(|(ask, ..)| ask.id())
+                        .filter(|&(q, attempt, nodes)| !self.sched.heartbeat(&worker, q, attempt, nodes, now))
+                        .map(|(q, ..)| q.to_string())
                         .collect();
                     pb::HeartbeatReply {
                         cancel,
@@ -378,12 +283,15 @@ impl Job {
                 });
                 let _ = reply.send(answer);
             }
-            Request::Submit(s, reply) => {
-                if let Err(e) = self.known(&s.worker, now) {
-                    let _ = reply.send(Err(e));
-                    return Ok(());
+            Request::Submit { key, mut submission, reply } => {
+                match self.known(&key, now) {
+                    Ok(worker) => submission.worker = worker,
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                        return Ok(());
+                    }
                 }
-                match self.submit(s).await {
+                match self.submit(submission, now).await {
                     Ok(answer) => {
                         let _ = reply.send(answer);
                     }
@@ -394,8 +302,8 @@ impl Job {
                     }
                 }
             }
-            Request::Release { worker, units, leaving, reply } => {
-                let answer = self.known(&worker, now).map(|()| {
+            Request::Release { key, units, leaving, reply } => {
+                let answer = self.known(&key, now).map(|worker| {
                     let released = self.sched.release(&worker, &units);
                     tracing::info!(%worker, released, leaving, "worker released its units");
                     if leaving {
@@ -406,35 +314,37 @@ impl Job {
                 let _ = reply.send(answer);
             }
             Request::Status(reply) => {
-                let status = self.sched.status(&self.settings.spec, self.started.elapsed(), self.rate, now);
-                let json = serde_json::to_string(&status).expect("status serialises");
+                let (report, sched) = (&self.report, &mut self.sched);
+                let json = fresh(&mut self.rendered[0], now, || {
+                    serde_json::to_string(&report.status(sched, now)).expect("status serialises")
+                });
                 let _ = reply.send(Ok(pb::StatusReply { json }));
             }
             Request::Page(reply) => {
-                let status = self.sched.status(&self.settings.spec, self.started.elapsed(), self.rate, now);
-                let mut v = serde_json::to_value(&status).expect("status serialises");
-                v["history"] = serde_json::to_value(&self.history).expect("samples serialise");
-                let _ = reply.send(v.to_string());
+                let (report, sched) = (&self.report, &mut self.sched);
+                let _ = reply.send(fresh(&mut self.rendered[1], now, || report.page(sched, now)));
             }
             Request::Metrics(reply) => {
-                let _ = reply.send(self.metrics(now));
+                let (report, sched, fsync) = (&self.report, &mut self.sched, self.store.fsync_latency());
+                let _ = reply.send(fresh(&mut self.rendered[2], now, || report.metrics(sched, fsync, now)));
             }
         }
         Ok(())
     }
 
-    /// Ok when `worker` is registered; NOT_FOUND or PERMISSION_DENIED otherwise.
-    fn known(&mut self, worker: &str, now: Instant) -> Result<(), Status> {
-        match self.sched.caller(worker, now) {
-            Caller::Known => Ok(()),
-            Caller::Unknown => Err(Status::not_found(format!(
-                "unknown worker {worker:?}: register again (the coordinator may have restarted)"
-            ))),
+    /// The id of the worker whose secret has digest `key`, when it is registered;
+    /// NOT_FOUND or PERMISSION_DENIED otherwise.
+    fn known(&mut self, key: &str, now: Instant) -> Result<String, Status> {
+        match self.sched.caller(key, now) {
+            Caller::Known(id) => Ok(id),
+            Caller::Unknown => Err(Status::not_found(
+                "this coordinator does not know this worker: register again (the coordinator may have restarted)",
+            )),
             Caller::Distrusted(reason) => Err(disconnected(&reason)),
         }
     }
 
-    fn register(&mut self, r: pb::RegisterRequest, now: Instant) -> Result<pb::RegisterReply, Status> {
+    fn register(&mut self, key: &str, r: pb::RegisterRequest, now: Instant) -> Result<pb::RegisterReply, Status> {
         let db = self.settings.dbs.fingerprint();
         let ours = (cram_proto::PROTOCOL_VERSION, cram_proto::BUILD_ID, db.as_str());
         if (r.protocol, r.build.as_str(), r.db_fingerprint.as_str()) != ours {
@@ -446,8 +356,8 @@ impl Job {
             return Err(Status::failed_precondition(msg));
         }
         let name = if r.name.is_empty() { "worker" } else { r.name.as_str() };
-        let id =
-            self.sched.register(name, &r.instance, r.threads.max(1), now).map_err(|reason| disconnected(&reason))?;
+        let threads = r.threads.clamp(1, 4096);
+        let id = self.sched.register(key, name, threads, now).map_err(|reason| disconnected(&reason))?;
         tracing::info!(worker = %id, threads = r.threads, "worker registered");
         let lease = self.settings.lease;
         Ok(pb::RegisterReply {
@@ -464,22 +374,21 @@ impl Job {
 
     fn lease(&mut self, worker: &str, slot: u32, now: Instant) -> pb::LeaseReply {
         let reply = match self.sched.lease(worker, slot, now) {
-            LeaseOutcome::Unit(ask, attempt, isolated) => {
-                tracing::debug!(unit = %ask.id(), attempt, %worker, isolated, "leased");
-                let known = if isolated || self.settings.share.min_cells == 0 {
+            LeaseOutcome::Unit(q, attempt) => {
+                tracing::debug!(unit = %q, attempt, %worker, "leased");
+                let shared = if self.settings.share.min_cells == 0 {
                     Vec::new()
                 } else {
-                    let facts = self.sched.shared_for(worker, crate::SHARED_PER_LEASE);
-                    facts.iter().map(|(l, origin)| cram_proto::shared_to_pb(l, origin)).collect()
+                    let facts = self.sched.shared_for(worker, crate::settings::SHARED_PER_LEASE);
+                    facts.iter().map(|(f, origin)| cram_proto::shared_to_pb(f, origin)).collect()
                 };
                 lease_reply::Reply::Unit(pb::Unit {
-                    unit_id: ask.id(),
+                    unit_id: q.to_string(),
                     attempt,
-                    region: Some(cram_proto::region_to_pb(&ask.region)),
-                    query: Some(ask.query.to_pb()),
+                    region: Some(cram_proto::region_to_pb(&q.region)),
+                    query: Some(cram_proto::query_to_pb(q.query)),
                     node_budget: self.settings.unit_nodes,
-                    known,
-                    isolated,
+                    shared,
                 })
             }
             LeaseOutcome::Wait => lease_reply::Reply::RetryMillis(200),
@@ -489,9 +398,9 @@ impl Job {
     }
 
     /// Judges a result, logs what that calls for, applies it, and tells the worker.
-    async fn submit(&mut self, s: Submission) -> Result<Result<pb::SubmitReply, Status>, StoreError> {
-        let unit = s.ask.id();
-        match self.sched.judge(&s) {
+    async fn submit(&mut self, s: Submission, now: Instant) -> Result<Result<pb::SubmitReply, Status>, StoreError> {
+        let unit = s.unit;
+        match self.sched.judge(&s, now) {
             Verdict::Ignore(why) => {
                 tracing::debug!(%unit, worker = %s.worker, why, "result not recorded");
                 Ok(Ok(pb::SubmitReply { recorded: false, distrusted: self.sched.distrusted_workers() }))
@@ -500,8 +409,7 @@ impl Job {
                 if self.settings.certificate.is_some() && s.finished && !s.proof.is_empty() {
                     record.proof = Some(self.store.save_proof(s.proof.clone()).await?);
                 }
-                self.store.record(&s.ask.region, &record).await?;
-                self.sched.apply(&Event::Result(record));
+                self.log(&Event::Result(record)).await?;
                 if s.finished {
                     tracing::debug!(%unit, worker = %s.worker, nodes = s.nodes, cached = s.from_cache, "unit done");
                 } else {
@@ -509,139 +417,15 @@ impl Job {
                 }
                 Ok(Ok(pb::SubmitReply { recorded: true, distrusted: Vec::new() }))
             }
-            Verdict::Refuse { events, reason, disconnect } => {
-                tracing::warn!(%unit, worker = %s.worker, %reason, "refused a result");
-                for e in &events {
+            verdict @ Verdict::Refuse { .. } => {
+                for e in &verdict.events() {
                     self.log(e).await?;
                 }
+                let Verdict::Refuse { reason, disconnect, .. } = verdict else { unreachable!("matched above") };
+                tracing::warn!(%unit, worker = %s.worker, %reason, "refused a result");
                 Ok(Err(if disconnect { disconnected(&reason) } else { Status::invalid_argument(reason) }))
             }
         }
-    }
-
-    /// Adds a point to the chart's history, halving it when full.
-    fn sample_history(&mut self) {
-        if self.history.len() >= MAX_SAMPLES {
-            self.history = self.history.iter().step_by(2).copied().collect();
-            self.sample_every *= 2;
-        }
-        let done = self.sched.counters.done;
-        self.history.push(Sample { secs: self.started.elapsed().as_secs_f64(), done, nodes_per_sec: self.rate });
-    }
-
-    /// The Prometheus text (docs/cluster.md lists the metrics).
-    fn metrics(&mut self, now: Instant) -> String {
-        use cram_proto::metrics::Exposition;
-        let s = self.sched.status(&self.settings.spec, self.started.elapsed(), self.rate, now);
-        let c = &s.units.counters;
-        let mut e = Exposition::new();
-        let state = |st: &'static str| [("state", st)];
-        let (pending, leased, checking) = (state("pending"), state("leased"), state("checking"));
-        e.gauges(
-            "cram_units",
-            "Open units by state.",
-            &[
-                (&pending, s.units.pending as f64),
-                (&leased, s.units.leased as f64),
-                (&checking, s.units.checking as f64),
-            ],
-        );
-        let kind = |k: &'static str| [("kind", k)];
-        let kinds = [
-            kind("done"),
-            kind("split"),
-            kind("from_cache"),
-            kind("check"),
-            kind("duplicate"),
-            kind("cancelled"),
-            kind("released"),
-        ];
-        let values = [c.done, c.split, c.from_cache, c.checks, c.duplicates, c.cancelled, c.released];
-        let samples: Vec<(&[(&str, &str)], u64)> = kinds.iter().zip(values).map(|(k, v)| (&k[..], v)).collect();
-        e.counters("cram_unit_events_total", "Units answered, split, cancelled, … since the job began.", &samples);
-        e.counter(
-            "cram_results_refused_total",
-            "Results refused (contradicting held facts, or impossible).",
-            c.refused,
-        );
-        e.counter("cram_lease_expiries_total", "Leases that expired without a result.", c.expired);
-        e.counter("cram_settlements_total", "Regions the coordinator settled by its own search.", c.settled);
-        e.counter(
-            "cram_nodes_total",
-            "Search nodes of every result held and of the coordinator's own searches.",
-            s.nodes,
-        );
-        e.gauge(
-            "cram_nodes_per_second",
-            "Search speed over all workers, smoothed over about ten seconds.",
-            s.nodes_per_sec,
-        );
-        e.counter(
-            "cram_facts_shared_total",
-            "Facts workers sent for the others (knowledge shared across machines) since the job began.",
-            c.facts_shared,
-        );
-        e.counter(
-            "cram_facts_handed_out_total",
-            "Shared facts handed to workers with their leases by this coordinator process.",
-            c.facts_handed_out,
-        );
-        e.gauge("cram_workers", "Workers heard from recently.", s.workers.len() as f64);
-        e.gauge("cram_workers_distrusted", "Workers found wrong and disconnected.", s.distrusted.len() as f64);
-        e.gauge("cram_job_solved", "1 once the answer is known.", s.answer.is_some() as u8 as f64);
-        e.gauge("cram_eta_seconds", "Estimated seconds left (-1: unknown).", s.eta_secs.map_or(-1.0, |x| x as f64));
-        e.histogram(
-            "cram_log_append_seconds",
-            "Time to write and fsync one event of the log.",
-            self.store.fsync_latency(),
-        );
-        e.finish()
-    }
-
-    fn sample_rate(&mut self, now: Instant, last: &mut (Instant, u64)) {
-        if now.duration_since(last.0) < Duration::from_secs(1) {
-            return;
-        }
-        let total = self.searched_nodes();
-        let rate = total.saturating_sub(last.1) as f64 / now.duration_since(last.0).as_secs_f64();
-        // Smoothed over about ten seconds: heartbeats report in-flight nodes in steps.
-        self.rate = if self.rate == 0.0 { rate } else { 0.9 * self.rate + 0.1 * rate };
-        *last = (now, total);
-    }
-
-    /// Nodes searched: those of the results held and of the units in flight.
-    fn searched_nodes(&self) -> u64 {
-        self.sched.nodes.saturating_add(self.sched.in_flight_nodes())
-    }
-
-    /// The periodic one-line summary. Its nodes are those searched (results and units in
-    /// flight), its rate theirs since the previous line: lines minutes apart, where the
-    /// status page's ten-second rate would be one moment's.
-    fn progress_line(&mut self) -> String {
-        let now = Instant::now();
-        let searched = self.searched_nodes();
-        let (then, before) = std::mem::replace(&mut self.line_mark, (now, searched));
-        let secs = now.duration_since(then).as_secs_f64().max(1e-3);
-        let rate = searched.saturating_sub(before) as f64 / secs;
-        let status = self.sched.status(&self.settings.spec, self.started.elapsed(), rate, now);
-        let u = &status.units;
-        let eta = status.eta_secs.map_or_else(|| "unknown".to_string(), |e| format!("{e} s"));
-        format!(
-            "{}: units {}/{} done ({} leased, {} split, {} cached, {} checking, {} refused), {} nodes, {:.0} nodes/s, {} workers, root {}, ETA {}",
-            status.job,
-            u.counters.done,
-            u.total,
-            u.leased,
-            u.counters.split,
-            u.counters.from_cache,
-            u.checking,
-            u.counters.refused,
-            searched,
-            status.nodes_per_sec,
-            status.workers.len(),
-            status.root,
-            eta
-        )
     }
 
     /// Logs the answer as the job's last event and starts the linger period.
@@ -649,7 +433,8 @@ impl Job {
         let nodes = self.sched.nodes.saturating_add(self.sched.local_nodes());
         let counters = self.sched.counters.clone();
         let millis = self.started.elapsed().as_millis() as u64;
-        let done = DoneRecord { outcome: solution.outcome, nimber: solution.nimber, nodes, millis };
+        let rests_on = Some(self.sched.results_digest());
+        let done = DoneRecord { outcome: solution.outcome, nimber: solution.nimber, nodes, millis, rests_on };
         self.store.append(&Event::Done(done)).await?;
         self.sched.decide(solution);
         if let Some(a) = &self.settings.answered {
@@ -672,10 +457,10 @@ impl Job {
     }
 }
 
-/// Completes when the settlement under way does (never when there is none).
-async fn settlement_done(s: &mut Option<Settling>) -> Result<Searched, tokio::task::JoinError> {
-    match s {
-        Some(s) => (&mut s.task).await,
+/// Completes when the proof check under way does (never without a checker).
+async fn proof_done(p: &mut Option<ProofChecker>) -> ProofChecked {
+    match p {
+        Some(p) => p.done().await,
         None => std::future::pending().await,
     }
 }

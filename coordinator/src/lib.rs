@@ -2,213 +2,132 @@
 //! serves them to workers over gRPC, checks and merges their results exactly, and keeps
 //! everything it learns in a state directory so that a restarted coordinator resumes.
 //!
+//! Layout, from the inside out:
+//!
 //! - [`top`]: the top of the search, deciding the root from the facts known so far and
 //!   naming the open questions (units) in the order a single search would take them.
-//! - [`state`]: the scheduler — units, leases with attempt numbers, workers and their
-//!   trust, results held and their checks; changed by logged events only.
-//! - [`store`]: the event log (truth) and the sled index, both durable before a result
-//!   is acknowledged; the state directory's lock.
-//! - [`job`]: the one task that owns the scheduler and the store, fed by typed requests.
-//! - [`service`]: the gRPC glue and the token check.
-//! - [`web`]: the status page, its JSON and the Prometheus metrics, over HTTP.
+//! - [`scheduler`]: the job's state apart from I/O, from named parts (units and leases,
+//!   workers, the ledger of results and checks, shared knowledge, status); changed by
+//!   logged [`events`] only.
+//! - [`events`]: the event log's lines; [`store`]: the log (truth) and the sled index on
+//!   disk, durable before a result is acknowledged, and the state directory's lock.
+//! - [`job`]: the one task that owns the scheduler and the store, fed by [`request`]s; it
+//!   runs the coordinator's own searches ([`settle`]), reports progress ([`report`]) and,
+//!   in a certified job, checks each result's proof ([`prove`]) and assembles the
+//!   certificate ([`certify`]).
+//! - [`service`]: the gRPC glue and the token check; [`web`]: the status page, its JSON and
+//!   the Prometheus metrics over HTTP.
+//! - [`settings`]: what a run is told; [`outcome`]: what it ends with.
 //!
-//! [`run`] ties them together: it opens the state and replays its log, then serves until
+//! [`run`] wires them together: it opens the state and replays its log, then serves until
 //! the root is decided (or a shutdown signal arrives), and returns the answer.
 
 #![warn(missing_docs)]
 
+pub mod certify;
+pub mod events;
 pub mod job;
+pub mod outcome;
+pub mod prove;
+pub mod report;
+pub mod request;
+pub mod scheduler;
 pub mod service;
-pub mod state;
+pub mod settings;
+pub mod settle;
 pub mod store;
 pub mod top;
 pub mod web;
 
+pub use outcome::{CertificateWritten, CoordError, Finished};
+pub use settings::{CertificateTarget, Listeners, Settings, Share, Split};
+
+use crate::events::Event;
 use crate::job::Job;
+use crate::request::JobHandle;
+use crate::scheduler::Scheduler;
 use crate::service::{check_token, Service};
-use crate::state::{Checks, Counters, Scheduler};
-use crate::store::{Event, JobRecord, Store, StoreError};
+use crate::store::Store;
 use crate::top::{depth_for_units, Top};
-use cram_engine::{Board, DbSet, Mode, Solution};
 use cram_proto::pb::coordinator_server::CoordinatorServer;
 use std::future::Future;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 
 /// The log target of a job's progress lines and milestones (the periodic summary, the
 /// answer, the certificate's assembly): what `cram solve --workers` shows of its coordinator
 /// without the per-worker lines.
 pub const PROGRESS: &str = "cram_coordinator::progress";
 
-/// How deep the coordinator expands the root before asking workers.
-#[derive(Clone, Copy, Debug)]
-pub enum Split {
-    /// This many plies.
-    Depth(u32),
-    /// The least depth with at least this many distinct regions to ask about.
-    TargetUnits(usize),
-}
+/// Calls one connection may carry at once (a worker makes one per search thread, and
+/// heartbeats).
+const MAX_CALLS_PER_CONNECTION: u32 = 256;
 
-/// Everything a coordinator run needs.
-pub struct Settings {
-    /// The position.
-    pub board: Board,
-    /// The position as the user wrote it.
-    pub spec: String,
-    /// Nimber or outcome.
-    pub mode: Mode,
-    /// Use the half-turn pairing certificate (coordinator and workers).
-    pub pairing: bool,
-    /// Split depth or unit target.
-    pub split: Split,
-    /// Node budget of one unit before it comes back unfinished and is split.
-    pub unit_nodes: u64,
-    /// Lease length: a unit without a progressing heartbeat for this long is reissued.
-    pub lease: Duration,
-    /// How results are spot-checked.
-    pub checks: Checks,
-    /// Interval of the progress line.
-    pub progress: Duration,
-    /// Bearer token every call must carry.
-    pub token: Option<String>,
-    /// Databases (the coordinator settles database-sized regions; workers must match).
-    pub dbs: Arc<DbSet>,
-    /// After the answer, keep answering "done" this long so that polling workers exit.
-    pub linger: Duration,
-    /// The state directory.
-    pub state_dir: PathBuf,
-    /// Raised as soon as the answer is known, before the server stops (an in-process
-    /// caller stops its workers with it).
-    pub answered: Option<tokio::sync::watch::Sender<bool>>,
-    /// Certify the answer: workers send proofs with their results, and the certificate is
-    /// written here at the end (docs/certificates.md).
-    pub certificate: Option<CertificateTarget>,
-    /// Serve gRPC over TLS with this certificate (chain) and key, both PEM.
-    pub tls: Option<(Vec<u8>, Vec<u8>)>,
-    /// What workers share with each other (knowledge across machines).
-    pub share: Share,
-}
+/// The longest a call may take, proofs of hundreds of megabytes included.
+const CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Which facts workers send back to be handed to the other workers: those about regions
-/// of at least `min_cells` cells that took at least `min_nodes` nodes (docs/cluster.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Share {
-    /// Least region size; 0: nothing is shared.
-    pub min_cells: u32,
-    /// Least search nodes the fact cost.
-    pub min_nodes: u64,
-}
+/// The longest a client may take over its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-impl Share {
-    /// Nothing is shared (workers of one process share a table instead).
-    pub const NONE: Share = Share { min_cells: 0, min_nodes: 0 };
-    /// The default, chosen by measurement (docs/cluster.md#knowledge-shared-across-machines).
-    pub const DEFAULT: Share = Share { min_cells: 24, min_nodes: 20_000 };
-}
+/// How long the servers may finish the calls under way once the job has ended.
+const DRAIN: Duration = Duration::from_secs(5);
 
-/// Shared facts handed to a worker with one lease, at most.
-pub const SHARED_PER_LEASE: usize = 100_000;
-
-/// Where a certified job's certificate goes, and the size of the regions left to the
-/// checker (no facts for them).
-#[derive(Clone, Debug)]
-pub struct CertificateTarget {
-    /// The certificate file.
-    pub path: PathBuf,
-    /// Regions of at most this many cells get no facts.
-    pub small: u32,
-}
-
-/// Where the coordinator serves: gRPC for workers and clients, and optionally the status
-/// page (with `/status.json` and `/metrics`) and a listener for `/metrics` only.
-pub struct Listeners {
-    /// The gRPC service.
-    pub grpc: TcpListener,
-    /// The status page, its JSON and the metrics (`--http`).
-    pub http: Option<TcpListener>,
-    /// The metrics only (`--metrics`).
-    pub metrics: Option<TcpListener>,
-}
-
-impl Listeners {
-    /// Only the gRPC service.
-    pub fn grpc(listener: TcpListener) -> Listeners {
-        Listeners { grpc: listener, http: None, metrics: None }
-    }
-}
-
-/// A finished job.
-#[derive(Debug, Clone)]
-pub struct Finished {
-    /// The answer.
-    pub solution: Solution,
-    /// Search nodes over all units (all runs) and the coordinator's own small searches.
-    pub nodes: u64,
-    /// Wall time of this run in milliseconds (the stored time when the job was already done).
-    pub millis: u64,
-    /// Unit counters.
-    pub counters: Counters,
-    /// The certificate written, in a certified job.
-    pub certificate: Option<CertificateWritten>,
-}
-
-/// A certificate a job wrote.
-#[derive(Debug, Clone)]
-pub struct CertificateWritten {
-    /// Where.
-    pub path: PathBuf,
-    /// Facts it holds.
-    pub facts: u64,
-    /// Its size in bytes.
-    pub bytes: u64,
-    /// Time to assemble, check and write it, in milliseconds.
-    pub millis: u64,
-}
-
-/// Why a coordinator run stopped without an answer.
-#[derive(Debug, thiserror::Error)]
-pub enum CoordError {
-    /// The state directory cannot be used or written.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The server failed.
-    #[error("gRPC server: {0}")]
-    Serve(String),
-    /// The TLS certificate or key cannot be used.
-    #[error("TLS: the certificate or key cannot be used: {0}")]
-    Tls(String),
-    /// The certificate could not be made (a proof is missing a fact it needs and the
-    /// search for it failed, or the assembled certificate did not check).
-    #[error("certificate: {0}")]
-    Certificate(String),
-    /// A shutdown signal arrived; the state is saved.
-    #[error("stopped before the answer; the state in {0} is saved, start the same command to resume")]
-    Stopped(PathBuf),
-}
-
-impl Settings {
-    fn job_record(&self) -> JobRecord {
-        JobRecord {
-            spec: self.spec.clone(),
-            rows: self.board.rows(),
-            cols: self.board.cols(),
-            empty: format!("{:x}", self.board.empty()),
-            mode: mode_name(self.mode).into(),
-            pairing: self.pairing,
-            build: cram_proto::BUILD_ID.into(),
-            certificate_small: self.certificate.as_ref().map(|c| c.small),
+/// A finished log's answer is not taken as a claim: the replay of its results must reach
+/// the same answer, from the same results (the digest in the `done` line), at the split
+/// depth of the run that found it (`sched`: the replay at this run's depth, `depth`).
+fn check_answer(
+    sched: &mut Scheduler,
+    depth: u32,
+    settings: &Settings,
+    replay: &events::Replay,
+    store: &Store,
+) -> Result<(), CoordError> {
+    let Some(done) = &replay.done else { return Ok(()) };
+    let at = replay.events.iter().position(|e| matches!(e, Event::Done(_))).expect("the log has its done line");
+    let corrupt =
+        |reason: String| CoordError::Store(store::StoreError::Corrupt { path: store.log_path(), line: at + 1, reason });
+    let found_at = replay.events[..at].iter().rev().find_map(|e| match e {
+        Event::Start { split_depth, .. } => *split_depth,
+        _ => None,
+    });
+    // Only what came before the answer: results and verdicts that arrive while the
+    // coordinator lingers are logged after it and are not what it rests on.
+    let before = &replay.events[..at];
+    let mut other;
+    let replayed = if found_at.is_some_and(|d| d != depth) || at + 1 < replay.events.len() {
+        other = scheduler(settings, found_at.unwrap_or(depth));
+        other.replay(before);
+        &mut other
+    } else {
+        sched
+    };
+    let logged = cram_engine::Solution { outcome: done.outcome, nimber: done.nimber };
+    match replayed.answer() {
+        Some(a) if a == logged => {}
+        // A log of an earlier build used more of each result than the answer to its
+        // question; its replay may stop short of the answer, which it did not seal.
+        None if done.rests_on.is_none() => {
+            tracing::warn!("the log's answer comes from an earlier build whose results this build uses less of; it is shown as logged")
+        }
+        derived => {
+            return Err(corrupt(format!(
+                "the log's answer ({} {:?}) is not what its results give ({derived:?})",
+                logged.outcome, logged.nimber
+            )))
         }
     }
+    match &done.rests_on {
+        Some(d) if *d != replayed.results_digest() => {
+            Err(corrupt("the answer's digest is not that of the results the log holds".into()))
+        }
+        _ => Ok(()),
+    }
 }
 
-/// `nimber` or `outcome`.
-pub fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Nimber => "nimber",
-        Mode::Outcome => "outcome",
-    }
+/// The job's scheduler at split depth `depth`, before any event.
+fn scheduler(settings: &Settings, depth: u32) -> Scheduler {
+    let plain = settings.certificate.is_some();
+    let top = Top::new(&settings.board, settings.mode, settings.pairing, settings.dbs.clone(), depth, plain);
+    Scheduler::new(top, settings.mode, settings.lease, settings.unit_nodes, settings.checks, plain)
 }
 
 /// Runs the job on `listener` until its answer is known or `shutdown` completes.
@@ -218,14 +137,23 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<Finished, CoordError> {
     let Listeners { grpc: listener, http, metrics } = listeners;
+    // Any client may be hostile: connections of clients that vanished (a worker's machine
+    // lost) are found by pings and closed; a connection carries a bounded number of calls
+    // at once, a call a bounded time, and resets are bounded as h2 bounds them by default.
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(cram_proto::KEEPALIVE))
+        .http2_keepalive_timeout(Some(cram_proto::KEEPALIVE))
+        .max_concurrent_streams(MAX_CALLS_PER_CONNECTION)
+        .concurrency_limit_per_connection(MAX_CALLS_PER_CONNECTION as usize)
+        .http2_max_pending_accept_reset_streams(Some(20))
+        .http2_max_local_error_reset_streams(Some(1024))
+        .timeout(CALL_TIMEOUT);
     // TLS first: a certificate or key that cannot be used stops the coordinator before it
     // touches its state.
-    let mut builder = tonic::transport::Server::builder();
     if let Some((cert, key)) = &settings.tls {
         let identity = tonic::transport::Identity::from_pem(cert, key);
-        builder = builder
-            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
-            .map_err(|e| CoordError::Tls(cram_proto::why(&e)))?;
+        let tls = tonic::transport::ServerTlsConfig::new().identity(identity).timeout(HANDSHAKE_TIMEOUT);
+        builder = builder.tls_config(tls).map_err(|e| CoordError::Tls(cram_proto::why(&e)))?;
     }
     let started = Instant::now();
     let (mut store, replay) = Store::open(&settings.state_dir, &settings.job_record())?;
@@ -233,17 +161,15 @@ pub async fn run(
         Split::Depth(d) => d,
         Split::TargetUnits(n) => depth_for_units(&settings.board, n),
     };
-    let plain = settings.certificate.is_some();
-    let top = Top::new(&settings.board, settings.mode, settings.pairing, settings.dbs.clone(), depth, plain);
-    let mut sched = Scheduler::new(top, settings.mode, settings.lease, settings.checks);
+    let mut sched = scheduler(&settings, depth);
     sched.replay(&replay.events);
-    store.check_index(&sched.index_facts())?;
+    check_answer(&mut sched, depth, &settings, &replay, &store)?;
     let resumed = replay.events.iter().filter(|e| matches!(e, Event::Result(_))).count();
-    store.append(&Event::Start { at: cram_proto::unix_secs() }).await?;
+    store.append(&Event::Start { at: cram_proto::unix_secs(), split_depth: Some(depth) }).await?;
     let addr = listener.local_addr().map_err(|e| CoordError::Serve(e.to_string()))?;
     tracing::info!(
         job = %settings.spec,
-        mode = mode_name(settings.mode),
+        mode = %settings.mode,
         %addr,
         state = %settings.state_dir.display(),
         split_depth = depth,
@@ -253,7 +179,7 @@ pub async fn run(
         "coordinator serving"
     );
     let token = settings.token.clone();
-    let job = Job::new(sched, store, settings, started);
+    let job = Job::new(sched, store, settings, started, &replay.events);
     let (requests, inbox) = tokio::sync::mpsc::channel(256);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (web_stop, _) = tokio::sync::watch::channel(false);
@@ -268,30 +194,44 @@ pub async fn run(
         let stopped = async move {
             let _ = stop.wait_for(|s| *s).await;
         };
-        web.push(tokio::spawn(web::serve(listener, pages, requests.clone(), stopped)));
+        web.push(tokio::spawn(web::serve(listener, pages, JobHandle(requests.clone()), stopped)));
     }
-    let server = CoordinatorServer::new(Service(requests)).max_decoding_message_size(cram_proto::MAX_MESSAGE_BYTES);
+    let server =
+        CoordinatorServer::new(Service(JobHandle(requests))).max_decoding_message_size(cram_proto::MAX_MESSAGE_BYTES);
     let service = tonic::service::interceptor::InterceptedService::new(server, check_token(token));
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<CoordinatorServer<Service>>().await;
-    let server = tokio::spawn(builder.add_service(health_service).add_service(service).serve_with_incoming_shutdown(
-        tokio_stream::wrappers::TcpListenerStream::new(listener),
-        async {
-            let _ = stop_rx.await;
-        },
-    ));
+    let mut server =
+        tokio::spawn(builder.add_service(health_service).add_service(service).serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
     let outcome = job.run(inbox, shutdown, replay.done).await;
     let _ = stop_tx.send(());
     web_stop.send_replace(true);
-    for w in web {
-        if let Ok(Err(e)) = w.await {
-            tracing::warn!("the HTTP server stopped with an error: {e}");
+    // The servers finish the calls under way, for a few seconds at most: a client that
+    // holds a connection open (idle, never through its handshake, watching health) does
+    // not keep the coordinator from ending.
+    let drain = async {
+        for w in &mut web {
+            if let Ok(Err(e)) = w.await {
+                tracing::warn!("the HTTP server stopped with an error: {e}");
+            }
         }
-    }
-    match server.await {
-        Ok(Ok(())) => {}
+        (&mut server).await
+    };
+    let drained = tokio::time::timeout(DRAIN, drain).await;
+    match drained {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => return Err(CoordError::Serve(e.to_string())),
         Ok(Err(e)) => return Err(CoordError::Serve(e.to_string())),
-        Err(e) => return Err(CoordError::Serve(e.to_string())),
+        Err(_) => {
+            tracing::info!("connections still open {} s after the end; closing them", DRAIN.as_secs());
+            web.iter().for_each(|w| w.abort());
+            server.abort();
+        }
     }
     outcome
 }

@@ -2,84 +2,87 @@
 //! call to the job's task as a typed [`Request`] with a oneshot reply, and passes the reply
 //! back. No job state lives here.
 //!
-//! Every call but Register and Status names a registered worker; an unknown one (the
+//! Every call of a worker carries its secret (`x-cram-worker`): the worker is known by the
+//! secret's digest, never by anything in the request's body. An unknown worker (the
 //! coordinator restarted) gets NOT_FOUND and registers again, a distrusted one gets
-//! PERMISSION_DENIED. A malformed request gets INVALID_ARGUMENT.
+//! PERMISSION_DENIED, a call without a secret UNAUTHENTICATED. A malformed request, or one
+//! over the limits (shared facts, proof size, names), gets INVALID_ARGUMENT.
 
-use crate::job::Request;
-use crate::state::Submission;
-use crate::top::Ask;
+use crate::request::{JobHandle, Reply, Request};
+use crate::scheduler::Submission;
+use cram_engine::Question;
 use cram_proto::pb;
 use cram_proto::pb::coordinator_server::Coordinator;
-use cram_proto::{facts_from_pb, parse_unit_id, region_from_pb, shared_from_pb};
-use tokio::sync::{mpsc, oneshot};
+use cram_proto::MAX_SHARED_PER_RESULT;
+use cram_proto::{facts_from_pb, question_from_pb, region_from_pb, shared_from_pb};
 use tonic::{Request as Call, Response, Status};
 
-/// Longest worker name or instance accepted (they appear in ids, logs and the status).
+/// Longest worker name accepted (it appears in ids, logs and the status).
 pub const MAX_NAME: usize = 64;
 
-/// The service object tonic serves: a sender to the job's task.
-pub struct Service(pub mpsc::Sender<Request>);
+/// The service object tonic serves: the way in to the job's task.
+pub struct Service(pub JobHandle);
 
 impl Service {
     /// Sends a request to the job's task and waits for its reply.
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, Status>>) -> Request,
-    ) -> Result<Response<T>, Status> {
-        let (tx, rx) = oneshot::channel();
-        let gone = || Status::unavailable("the coordinator is stopping");
-        self.0.send(make(tx)).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?.map(Response::new)
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<Response<T>, Status> {
+        let answer = self.0.ask(make).await;
+        answer.unwrap_or_else(|| Err(Status::unavailable("the coordinator is stopping"))).map(Response::new)
     }
-}
-
-/// The unit a name stands for.
-pub fn unit_of(id: &str) -> Result<Ask, Status> {
-    parse_unit_id(id)
-        .map(|(region, query)| Ask { region, query })
-        .ok_or_else(|| Status::invalid_argument(format!("{id:?} names no unit")))
 }
 
 /// Workers a result may say it rests on.
 const MAX_USES: usize = 4096;
 
-/// True for a worker name or instance the coordinator takes: 1 to [`MAX_NAME`] bytes,
+/// True for a worker name the coordinator takes: 1 to [`MAX_NAME`] bytes,
 /// without control characters or `#` (which separates the two in a worker's id).
 pub fn valid_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_NAME && !s.contains(|c: char| c.is_control() || c == '#')
 }
 
-/// A registration, checked: a valid instance and name (an empty name means "worker").
+/// A registration, checked: a valid name (an empty name means "worker").
 pub fn registration_from_pb(r: &pb::RegisterRequest) -> Result<(), Status> {
-    if !valid_name(&r.instance) || !(r.name.is_empty() || valid_name(&r.name)) {
+    if !(r.name.is_empty() || valid_name(&r.name)) {
         return Err(Status::invalid_argument(format!(
-            "worker name and instance must be 1 to {MAX_NAME} bytes without control characters or '#'"
+            "a worker's name must be 1 to {MAX_NAME} bytes without control characters or '#'"
         )));
     }
     Ok(())
 }
 
+/// The largest proof one result may carry, compressed (a certified unit's proof is a few
+/// MB; 3x22's largest was 60 MB).
+pub const MAX_PROOF_BYTES: usize = 512 << 20;
+
 /// A submitted result, read and checked for form (what its facts say is judged later).
 pub fn submission_from_pb(r: pb::SubmitRequest) -> Result<Submission, Status> {
-    let ask = unit_of(&r.unit_id)?;
-    if region_from_pb(r.region.as_ref())? != ask.region {
+    let unit = question_from_pb(&r.unit_id)?;
+    if region_from_pb(r.region.as_ref())? != unit.region {
         return Err(Status::invalid_argument("the region does not match the unit"));
     }
     let worker_id = |w: &String| w.split_once('#').is_some_and(|(n, i)| valid_name(n) && valid_name(i));
+    if r.shared.len() > MAX_SHARED_PER_RESULT {
+        return Err(Status::invalid_argument(format!(
+            "{} shared facts in one result; at most {MAX_SHARED_PER_RESULT}",
+            r.shared.len()
+        )));
+    }
+    if r.proof.len() > MAX_PROOF_BYTES {
+        return Err(Status::invalid_argument(format!("a proof of {} bytes; at most {MAX_PROOF_BYTES}", r.proof.len())));
+    }
     if r.uses.len() > MAX_USES || !r.uses.iter().all(worker_id) {
         return Err(Status::invalid_argument(format!(
-            "`uses` must name at most {MAX_USES} workers by their ids (name#instance)"
+            "`uses` must name at most {MAX_USES} workers by their ids (name#digest)"
         )));
     }
     Ok(Submission {
-        worker: r.worker_id,
-        ask,
+        worker: String::new(),
+        unit,
         attempt: r.attempt,
         facts: facts_from_pb(r.facts.as_ref()),
         finished: r.finished,
-        nodes: r.nodes,
-        millis: r.millis,
+        nodes: r.nodes.min(MAX_NODES),
+        millis: r.millis.min(MAX_NODES),
         from_cache: r.from_cache,
         proof: r.proof,
         shared: r.shared.iter().map(shared_from_pb).collect::<Result<_, _>>()?,
@@ -87,39 +90,56 @@ pub fn submission_from_pb(r: pb::SubmitRequest) -> Result<Submission, Status> {
     })
 }
 
+/// The largest node count (and milliseconds) taken from a worker: 2^48, far above any
+/// search, so that sums over a job never overflow (what a worker says above it is cut).
+pub const MAX_NODES: u64 = 1 << 48;
+
+/// Units one heartbeat may report or one release hand back (a worker's threads).
+const MAX_HEARTBEAT_UNITS: usize = 1024;
+
 /// A heartbeat's units: (unit, attempt, nodes).
-pub fn progress_from_pb(units: &[pb::UnitProgress]) -> Result<Vec<(Ask, u64, u64)>, Status> {
-    units.iter().map(|p| Ok((unit_of(&p.unit_id)?, p.attempt, p.nodes))).collect()
+pub fn progress_from_pb(units: &[pb::UnitProgress]) -> Result<Vec<(Question, u64, u64)>, Status> {
+    if units.len() > MAX_HEARTBEAT_UNITS {
+        return Err(Status::invalid_argument(format!("at most {MAX_HEARTBEAT_UNITS} units in one heartbeat")));
+    }
+    units.iter().map(|p| Ok((question_from_pb(&p.unit_id)?, p.attempt, p.nodes.min(MAX_NODES)))).collect()
 }
 
 #[tonic::async_trait]
 impl Coordinator for Service {
     async fn register(&self, req: Call<pb::RegisterRequest>) -> Result<Response<pb::RegisterReply>, Status> {
-        let r = req.into_inner();
-        registration_from_pb(&r)?;
-        self.ask(|reply| Request::Register(r, reply)).await
+        let key = cram_proto::caller_of(req.metadata())?;
+        let request = req.into_inner();
+        registration_from_pb(&request)?;
+        self.ask(|reply| Request::Register { key, request, reply }).await
     }
 
     async fn lease(&self, req: Call<pb::LeaseRequest>) -> Result<Response<pb::LeaseReply>, Status> {
-        let pb::LeaseRequest { worker_id: worker, slot } = req.into_inner();
-        self.ask(|reply| Request::Lease { worker, slot, reply }).await
+        let key = cram_proto::caller_of(req.metadata())?;
+        let slot = req.into_inner().slot;
+        self.ask(|reply| Request::Lease { key, slot, reply }).await
     }
 
     async fn heartbeat(&self, req: Call<pb::HeartbeatRequest>) -> Result<Response<pb::HeartbeatReply>, Status> {
-        let r = req.into_inner();
-        let units = progress_from_pb(&r.units)?;
-        self.ask(|reply| Request::Heartbeat { worker: r.worker_id, units, reply }).await
+        let key = cram_proto::caller_of(req.metadata())?;
+        let units = progress_from_pb(&req.into_inner().units)?;
+        self.ask(|reply| Request::Heartbeat { key, units, reply }).await
     }
 
     async fn submit(&self, req: Call<pb::SubmitRequest>) -> Result<Response<pb::SubmitReply>, Status> {
-        let s = submission_from_pb(req.into_inner())?;
-        self.ask(|reply| Request::Submit(s, reply)).await
+        let key = cram_proto::caller_of(req.metadata())?;
+        let submission = submission_from_pb(req.into_inner())?;
+        self.ask(|reply| Request::Submit { key, submission, reply }).await
     }
 
     async fn release(&self, req: Call<pb::ReleaseRequest>) -> Result<Response<pb::ReleaseReply>, Status> {
+        let key = cram_proto::caller_of(req.metadata())?;
         let r = req.into_inner();
-        let units = r.unit_ids.iter().map(|id| unit_of(id)).collect::<Result<Vec<_>, _>>()?;
-        self.ask(|reply| Request::Release { worker: r.worker_id, units, leaving: r.leaving, reply }).await
+        if r.unit_ids.len() > MAX_HEARTBEAT_UNITS {
+            return Err(Status::invalid_argument(format!("at most {MAX_HEARTBEAT_UNITS} units in one release")));
+        }
+        let units = r.unit_ids.iter().map(|id| question_from_pb(id)).collect::<Result<Vec<_>, _>>()?;
+        self.ask(|reply| Request::Release { key, units, leaving: r.leaving, reply }).await
     }
 
     async fn status(&self, _req: Call<pb::StatusRequest>) -> Result<Response<pb::StatusReply>, Status> {

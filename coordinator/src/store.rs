@@ -1,22 +1,21 @@
-//! Durable job state: an append-only event log of JSON lines, the source of truth, and a
-//! sled index of the same facts beside it, in a state directory that one coordinator at a
-//! time holds (an exclusive lock on `STATE/lock`, taken before anything is read).
+//! Durable job state, in a state directory that one coordinator at a time holds (an
+//! exclusive lock on `STATE/lock`, taken before anything is read): the event log of sealed
+//! JSON lines ([`crate::events`]), the source of truth; the sled index, which records how
+//! far the log reached (its line count and the seal of its last line); and, in a certified
+//! job, the results' proofs.
 //!
-//! Every result is appended to the log and fsynced, then written to sled and flushed,
-//! before the worker is told it was recorded. On open the log is read back; the caller
-//! replays it and hands the facts to [`Store::check_index`], which rebuilds the index when
-//! it cannot be opened or disagrees (a hard kill can leave sled damaged). A log whose last
-//! line was torn by a kill loses that line (its result was never acknowledged); damage
-//! anywhere else is refused, never guessed around.
+//! Every event is appended to the log and fsynced, then the index is updated and flushed,
+//! before the worker is told it was recorded. On open the log is read back and its chain of
+//! seals checked; the index says whether it is whole: a log shorter than the index records
+//! was cut (not torn by a kill) and is refused, as is a missing or empty log in a directory
+//! whose index or proofs show it held a job. A log whose last line was torn by a kill loses
+//! that line (its result was never acknowledged); damage anywhere else is refused, never
+//! guessed around. An index that cannot be opened (sled after a hard kill) is started
+//! afresh from the log.
 
-use cram_engine::facts::Facts;
-use cram_engine::region::AnyRegion;
-use cram_engine::solver::Learned;
-use cram_engine::Outcome;
-use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use crate::events::{read_events, sealed_line, Event, JobRecord, LogError, LogRead, Replay, ResultRecord};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The log's file name inside the state directory.
@@ -27,6 +26,8 @@ pub const INDEX_DIR: &str = "index.sled";
 pub const LOCK_FILE: &str = "lock";
 /// The directory of the state where a certified job keeps its results' proofs.
 pub const PROOF_DIR: &str = "proofs";
+/// The index's key of the log's reach: its line count and last seal (16 bytes).
+const REACH: &[u8] = b"log";
 
 /// The proof saved under `name` in the proof directory `dir` ([`Store::save_proof`],
 /// [`Store::proof_dir`]).
@@ -37,174 +38,6 @@ pub fn read_proof(dir: &Path, name: &str) -> Result<Vec<u8>, StoreError> {
         return Err(StoreError::Io { path, source });
     }
     std::fs::read(&path).map_err(io_err(&path))
-}
-
-/// The job a state directory holds.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct JobRecord {
-    /// The position as the user gave it.
-    pub spec: String,
-    /// Board rows.
-    pub rows: u32,
-    /// Board columns.
-    pub cols: u32,
-    /// Empty cells, row-major, in hex.
-    pub empty: String,
-    /// `nimber` or `outcome`.
-    pub mode: String,
-    /// Whether the half-turn pairing certificate is used.
-    pub pairing: bool,
-    /// The build that created the job.
-    pub build: String,
-    /// The job is certified: its top is over plain regions and results carry proofs
-    /// (facts on regions of more than this many cells).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub certificate_small: Option<u32>,
-}
-
-impl JobRecord {
-    /// The mode and the settings that make a job another, in words.
-    pub fn settings(&self) -> String {
-        let mut s = self.mode.clone();
-        if !self.pairing {
-            s += ", no pairing";
-        }
-        if let Some(small) = self.certificate_small {
-            s += &format!(", certified with --certificate-small {small}");
-        }
-        s
-    }
-
-    /// True when both name the same question (same position, mode and engine settings).
-    pub fn same_job(&self, other: &JobRecord) -> bool {
-        (self.rows, self.cols, &self.empty, &self.mode, self.pairing, self.certificate_small)
-            == (other.rows, other.cols, &other.empty, &other.mode, other.pairing, other.certificate_small)
-    }
-}
-
-/// A unit's result as logged.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ResultRecord {
-    /// The unit's name.
-    pub unit: String,
-    /// The region's key ([`AnyRegion::key`]).
-    pub region: String,
-    /// Values the region's nimber is known not to have (bit j: not j).
-    pub excluded: u32,
-    /// Upper bound of the nimber.
-    pub upper: u8,
-    /// False when the unit ran out of budget and was split.
-    pub finished: bool,
-    /// Search nodes the worker spent.
-    pub nodes: u64,
-    /// Worker's wall time in milliseconds.
-    pub millis: u64,
-    /// The worker that answered.
-    pub worker: String,
-    /// Answered from the worker's cache.
-    pub from_cache: bool,
-    /// A second answer to a unit already answered (a spot check), not a solve of its own.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub check: bool,
-    /// In a certified job: the file (in the state directory's `proofs/`) holding the
-    /// result's proof, written before the result is logged.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proof: Option<String>,
-    /// Facts about large regions the worker's search found, for the other workers
-    /// (knowledge shared across machines).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shared: Vec<SharedRecord>,
-    /// The workers whose shared facts the worker's tables held when it searched: if one of
-    /// them is found wrong, this result is discarded with theirs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub uses: Vec<String>,
-}
-
-/// A shared fact in the log, `[region key, excluded, upper, nodes]`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct SharedRecord(pub String, pub u32, pub u8, pub u64);
-
-impl SharedRecord {
-    /// The record of a fact.
-    pub fn of(l: &Learned) -> SharedRecord {
-        SharedRecord(l.region.key(), l.facts.excluded, l.facts.upper, l.nodes)
-    }
-
-    /// The fact, if the record names a region.
-    pub fn learned(&self) -> Option<Learned> {
-        let region = AnyRegion::from_key(&self.0)?;
-        Some(Learned { region, facts: Facts { excluded: self.1, upper: self.2 }, nodes: self.3 })
-    }
-}
-
-impl ResultRecord {
-    /// The facts the result carries.
-    pub fn facts(&self) -> Facts {
-        Facts { excluded: self.excluded, upper: self.upper }
-    }
-}
-
-/// A result refused before it was used, with the reason.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct RefusedRecord {
-    /// The unit's name.
-    pub unit: String,
-    /// The region's key.
-    pub region: String,
-    /// The facts sent (bit j of `excluded`: not j).
-    pub excluded: u32,
-    /// The upper bound sent.
-    pub upper: u8,
-    /// The worker that sent it.
-    pub worker: String,
-    /// Why it was refused.
-    pub reason: String,
-}
-
-impl RefusedRecord {
-    /// The facts the refused result carried.
-    pub fn facts(&self) -> Facts {
-        Facts { excluded: self.excluded, upper: self.upper }
-    }
-}
-
-/// The job's answer as logged.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct DoneRecord {
-    /// Who wins.
-    pub outcome: Outcome,
-    /// The nimber, when known.
-    pub nimber: Option<u8>,
-    /// Search nodes over all units.
-    pub nodes: u64,
-    /// Wall time of the coordinator run that found the answer, in milliseconds.
-    pub millis: u64,
-}
-
-/// One line of the event log.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    /// The job (always the first line).
-    Job(JobRecord),
-    /// The coordinator (re)started on this state.
-    Start {
-        /// Unix time in seconds.
-        at: u64,
-    },
-    /// A unit's result, checked and accepted.
-    Result(ResultRecord),
-    /// A result refused (impossible, or contradicting facts already held).
-    Refused(RefusedRecord),
-    /// A worker found wrong: everything it reported is discarded, and it is disconnected.
-    Distrust {
-        /// The worker.
-        worker: String,
-        /// What showed it wrong.
-        reason: String,
-    },
-    /// The job is solved.
-    Done(DoneRecord),
 }
 
 /// Why a state directory cannot be used.
@@ -218,7 +51,8 @@ pub enum StoreError {
         /// The cause.
         source: std::io::Error,
     },
-    /// The log is damaged before its last line.
+    /// The log is damaged before its last line, cut, or missing from a directory that held
+    /// a job.
     #[error("event log {path} is damaged at line {line} ({reason}); it is the job's record and is not repaired automatically")]
     Corrupt {
         /// The log file.
@@ -258,43 +92,34 @@ pub enum StoreError {
     },
 }
 
-/// What the log holds.
-#[derive(Default, Debug)]
-pub struct Replay {
-    /// Every logged event in order.
-    pub events: Vec<Event>,
-    /// The answer, when the job is done.
-    pub done: Option<DoneRecord>,
-}
-
-/// The facts the sled index mirrors: per region, the merged facts of the results in force,
-/// and the regions split.
-#[derive(Default, Debug, PartialEq, Eq)]
-pub struct IndexFacts {
-    /// Merged facts per region.
-    pub facts: HashMap<AnyRegion, Facts>,
-    /// Regions whose units ran out of budget.
-    pub splits: HashSet<AnyRegion>,
-}
-
 /// The open state of one job.
 pub struct Store {
     dir: PathBuf,
     /// Held (locked) for as long as the store is open.
     _lock: File,
-    log: File,
+    /// The log, opened for appending; shared with the blocking task that writes a line
+    /// (no new file descriptor per event: a coordinator short of descriptors still logs).
+    log: std::sync::Arc<File>,
     /// Set when an append failed: the log may end in part of a line, and nothing more is
     /// written after it (the next start drops a torn last line).
     broken: bool,
+    /// Whole lines in the log, and the seal of the last.
+    lines: u64,
+    seal: u64,
     index: sled::Db,
-    facts: sled::Tree,
-    splits: sled::Tree,
     /// Time each append took to be written and fsynced.
     fsync: cram_proto::metrics::Histogram,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io { path: path.to_path_buf(), source }
+}
+
+/// How far the index says the log reached: (lines, seal of the last), when it says.
+fn reach(index: &sled::Db) -> Option<(u64, u64)> {
+    let v = index.get(REACH).ok()??;
+    let v: &[u8; 16] = v.as_ref().try_into().ok()?;
+    Some((u64::from_le_bytes(v[..8].try_into().ok()?), u64::from_le_bytes(v[8..].try_into().ok()?)))
 }
 
 impl Store {
@@ -305,11 +130,51 @@ impl Store {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let lock = lock_dir(dir)?;
         let log_path = dir.join(LOG_FILE);
-        let mut replay = read_log(&log_path)?;
-        let mut log = OpenOptions::new().create(true).append(true).open(&log_path).map_err(io_err(&log_path))?;
+        let index_path = dir.join(INDEX_DIR);
+        let held_a_job = index_path.exists() || dir.join(PROOF_DIR).exists();
+        let index = open_index(&index_path)?;
+        let recorded = reach(&index);
+        let read = read_log(&log_path)?;
+        let corrupt = |line: usize, reason: String| StoreError::Corrupt { path: log_path.clone(), line, reason };
+        let lines = read.replay.events.len() as u64;
+        match recorded {
+            Some((n, _)) if lines < n => {
+                return Err(corrupt(
+                    lines as usize + 1,
+                    format!("the log holds {lines} whole lines but the state index records {n}: it was cut or replaced"),
+                ))
+            }
+            Some((n, seal)) if n > 0 && read.seal_at(n) != Some(seal) => {
+                return Err(corrupt(n as usize, "the line's seal is not the one the state index records".into()))
+            }
+            None if lines == 0 && held_a_job => {
+                return Err(corrupt(
+                    1,
+                    "the log is missing or empty, but the directory held a job (its index or proofs are there); restore the log or use another --state".into(),
+                ))
+            }
+            None if lines > 0 => tracing::warn!(index = %index_path.display(), "the state index does not say how far the log reached (new or lost); taking the log as it is"),
+            _ => {}
+        }
+        cut_torn_line(&log_path, &read)?;
+        if read.unsealed > 0 {
+            tracing::warn!(log = %log_path.display(), lines = read.unsealed, "the log begins with lines of an earlier build, without seals; the lines from now on seal them too");
+        }
+        let LogRead { mut replay, seal, .. } = read;
+        let log = OpenOptions::new().create(true).append(true).open(&log_path).map_err(io_err(&log_path))?;
+        let mut store = Store {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            log: std::sync::Arc::new(log),
+            broken: false,
+            lines,
+            seal,
+            index,
+            fsync: Default::default(),
+        };
         // read_events saw to it that a log that is not empty begins with the job.
         match replay.events.first() {
-            Some(Event::Job(held)) if held.same_job(job) => {}
+            Some(Event::Job(held)) if held.same_job(job) => store.write_reach()?,
             Some(Event::Job(held)) => {
                 return Err(StoreError::OtherJob {
                     path: dir.to_path_buf(),
@@ -319,43 +184,64 @@ impl Store {
                 })
             }
             _ => {
-                append_line(&mut log, &Event::Job(job.clone())).map_err(io_err(&log_path))?;
+                store.append_now(&Event::Job(job.clone())).map_err(io_err(&log_path))?;
                 // The new log's directory entry must be durable too.
                 File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))?;
+                store.write_reach()?;
                 replay.events.push(Event::Job(job.clone()));
             }
         }
-        let index_path = dir.join(INDEX_DIR);
-        let index = open_index(&index_path)?;
-        let store = Store {
-            dir: dir.to_path_buf(),
-            _lock: lock,
-            log,
-            broken: false,
-            facts: tree(&index, "facts", &index_path)?,
-            splits: tree(&index, "splits", &index_path)?,
-            index,
-            fsync: Default::default(),
-        };
         Ok((store, replay))
     }
 
-    /// Appends `event` to the log and waits until it is on disk.
+    /// Writes `event` as the next sealed line and fsyncs it (on this thread).
+    fn append_now(&mut self, event: &Event) -> std::io::Result<()> {
+        let (line, seal) = sealed_line(event, self.seal);
+        (&*self.log).write_all(line.as_bytes())?;
+        self.log.sync_data()?;
+        (self.lines, self.seal) = (self.lines + 1, seal);
+        Ok(())
+    }
+
+    /// Records in the index how far the log reached.
+    fn write_reach(&self) -> Result<(), StoreError> {
+        let mut v = [0u8; 16];
+        v[..8].copy_from_slice(&self.lines.to_le_bytes());
+        v[8..].copy_from_slice(&self.seal.to_le_bytes());
+        let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
+        self.index.insert(REACH, &v[..]).map_err(err)?;
+        self.index.flush().map_err(err)?;
+        Ok(())
+    }
+
+    /// Appends `event` to the log and waits until it is on disk, then records the log's
+    /// reach in the index.
     pub async fn append(&mut self, event: &Event) -> Result<(), StoreError> {
         let path = self.dir.join(LOG_FILE);
         if self.broken {
             let source = std::io::Error::other("an earlier write to the event log failed; restart to resume");
             return Err(StoreError::Io { path, source });
         }
-        let mut file = self.log.try_clone().map_err(io_err(&path))?;
-        let event = event.clone();
+        let (line, seal) = sealed_line(event, self.seal);
+        let file = self.log.clone();
         let started = std::time::Instant::now();
-        let written = tokio::task::spawn_blocking(move || append_line(&mut file, &event))
-            .await
-            .expect("the log writer does not panic");
+        let written =
+            tokio::task::spawn_blocking(move || (&*file).write_all(line.as_bytes()).and_then(|()| file.sync_data()))
+                .await
+                .expect("the log writer does not panic");
         self.fsync.observe(started.elapsed().as_secs_f64());
         self.broken = written.is_err();
-        written.map_err(io_err(&path))
+        written.map_err(io_err(&path))?;
+        (self.lines, self.seal) = (self.lines + 1, seal);
+        let index = self.index.clone();
+        let dir = self.dir.clone();
+        let mut v = [0u8; 16];
+        v[..8].copy_from_slice(&self.lines.to_le_bytes());
+        v[8..].copy_from_slice(&self.seal.to_le_bytes());
+        let err = move |e: sled::Error| StoreError::Index { path: dir.join(INDEX_DIR), reason: e.to_string() };
+        index.insert(REACH, &v[..]).map_err(&err)?;
+        index.flush_async().await.map_err(err)?;
+        Ok(())
     }
 
     /// How long appends took to be on disk (write and fsync).
@@ -363,22 +249,9 @@ impl Store {
         &self.fsync
     }
 
-    /// Logs an accepted result and indexes it (a finished one's facts merged with what the
-    /// index holds for the region; an unfinished one's region as split), durable in both
-    /// before returning.
-    pub async fn record(&mut self, region: &AnyRegion, result: &ResultRecord) -> Result<(), StoreError> {
-        self.append(&Event::Result(result.clone())).await?;
-        let key = region.key();
-        let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
-        if result.finished {
-            let held = self.facts.get(key.as_bytes()).map_err(err)?.and_then(|v| Facts::from_bytes(&v));
-            let merged = held.unwrap_or(Facts::UNKNOWN).merge(result.facts());
-            self.facts.insert(key.as_bytes(), &merged.to_bytes()[..]).map_err(err)?;
-        } else {
-            self.splits.insert(key.as_bytes(), &[][..]).map_err(err)?;
-        }
-        self.index.flush_async().await.map_err(err)?;
-        Ok(())
+    /// Logs an accepted result, durable before returning.
+    pub async fn record(&mut self, result: &ResultRecord) -> Result<(), StoreError> {
+        self.append(&Event::Result(result.clone())).await
     }
 
     /// Writes a result's proof to `proofs/` under a new name, durable (file and directory
@@ -407,38 +280,9 @@ impl Store {
         self.dir.join(PROOF_DIR)
     }
 
-    /// Makes the index hold exactly `want` (the facts the log's replay gives), rewriting it
-    /// when it does not.
-    pub fn check_index(&self, want: &IndexFacts) -> Result<(), StoreError> {
-        if self.index_matches(want) {
-            return Ok(());
-        }
-        tracing::warn!(index = %self.dir.join(INDEX_DIR).display(), "state index disagrees with the event log; rebuilding it from the log");
-        let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
-        self.facts.clear().map_err(err)?;
-        self.splits.clear().map_err(err)?;
-        for (r, b) in &want.facts {
-            self.facts.insert(r.key().as_bytes(), &b.to_bytes()[..]).map_err(err)?;
-        }
-        for r in &want.splits {
-            self.splits.insert(r.key().as_bytes(), &[][..]).map_err(err)?;
-        }
-        self.index.flush().map_err(err)?;
-        Ok(())
-    }
-
-    fn index_matches(&self, want: &IndexFacts) -> bool {
-        let facts: Option<HashMap<AnyRegion, Facts>> = self
-            .facts
-            .iter()
-            .map(|kv| {
-                let (k, v) = kv.ok()?;
-                Some((AnyRegion::from_key(std::str::from_utf8(&k).ok()?)?, Facts::from_bytes(&v)?))
-            })
-            .collect();
-        let splits: Option<HashSet<AnyRegion>> =
-            self.splits.iter().map(|kv| AnyRegion::from_key(std::str::from_utf8(&kv.ok()?.0).ok()?)).collect();
-        facts.as_ref() == Some(&want.facts) && splits.as_ref() == Some(&want.splits)
+    /// The log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
     }
 }
 
@@ -465,43 +309,27 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
     Ok(file)
 }
 
-fn tree(db: &sled::Db, name: &str, path: &Path) -> Result<sled::Tree, StoreError> {
-    db.open_tree(name).map_err(|e| StoreError::Index { path: path.to_path_buf(), reason: e.to_string() })
-}
-
 /// Opens the sled index; one that cannot be opened is moved aside and started afresh (the
-/// log rebuilds it).
+/// log is then taken as it is).
 fn open_index(path: &Path) -> Result<sled::Db, StoreError> {
-    cram_proto::open_sled(path, 64 << 20).map_err(|reason| StoreError::Index { path: path.to_path_buf(), reason })
+    cram_proto::open_sled(path, 16 << 20).map_err(|reason| StoreError::Index { path: path.to_path_buf(), reason })
 }
 
-fn append_line(file: &mut File, event: &Event) -> std::io::Result<()> {
-    let line = serde_json::to_string(event).expect("events serialise");
-    file.write_all(format!("{line}\n").as_bytes())?;
-    file.sync_data()
-}
-
-/// What [`read_events`] read: the events of the whole lines, and where a torn last line
-/// (one without its newline) begins, if there is one.
-#[derive(Debug, Default)]
-pub struct LogRead {
-    /// The events, in order.
-    pub replay: Replay,
-    /// Byte offset of a torn last line.
-    pub torn_at: Option<u64>,
-}
-
-/// Reads the log; a torn last line is cut off the file.
-fn read_log(path: &Path) -> Result<Replay, StoreError> {
+/// Reads the log (none: an empty read).
+fn read_log(path: &Path) -> Result<LogRead, StoreError> {
     let file = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replay::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LogRead::default()),
         Err(e) => return Err(io_err(path)(e)),
     };
-    let read = read_events(BufReader::new(file)).map_err(|e| match e {
+    read_events(BufReader::new(file)).map_err(|e| match e {
         LogError::Io(source) => StoreError::Io { path: path.to_path_buf(), source },
         LogError::Line { line, reason } => StoreError::Corrupt { path: path.to_path_buf(), line, reason },
-    })?;
+    })
+}
+
+/// Cuts a torn last line off the log (once the log is known whole up to it).
+fn cut_torn_line(path: &Path, read: &LogRead) -> Result<(), StoreError> {
     if let Some(good_bytes) = read.torn_at {
         // Only the last line can lack its newline: the process died while writing it,
         // before the result was acknowledged.
@@ -510,84 +338,7 @@ fn read_log(path: &Path) -> Result<Replay, StoreError> {
         f.set_len(good_bytes).map_err(io_err(path))?;
         f.sync_data().map_err(io_err(path))?;
     }
-    Ok(read.replay)
-}
-
-/// Why a log cannot be read.
-#[derive(Debug)]
-pub enum LogError {
-    /// Reading failed.
-    Io(std::io::Error),
-    /// A whole line is damaged.
-    Line {
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-/// Reads an event log: every whole line must be a valid event; a last line without its
-/// newline (torn by a kill, maybe inside a character) is left out and reported.
-pub fn read_events(mut reader: impl BufRead) -> Result<LogRead, LogError> {
-    let mut out = LogRead::default();
-    let mut good_bytes = 0u64;
-    let mut line = Vec::new();
-    let mut n = 0;
-    loop {
-        line.clear();
-        let read = reader.read_until(b'\n', &mut line).map_err(LogError::Io)?;
-        if read == 0 {
-            return Ok(out);
-        }
-        n += 1;
-        if line.last() != Some(&b'\n') {
-            out.torn_at = Some(good_bytes);
-            return Ok(out);
-        }
-        let event = std::str::from_utf8(&line)
-            .map_err(|e| format!("not UTF-8: {e}"))
-            .and_then(|text| serde_json::from_str::<Event>(text.trim_end()).map_err(|e| e.to_string()))
-            .and_then(|e| check_event(&out.replay, &e).map(|()| e))
-            .map_err(|reason| LogError::Line { line: n, reason })?;
-        if let Event::Done(d) = &event {
-            out.replay.done = Some(d.clone());
-        }
-        out.replay.events.push(event);
-        good_bytes += read as u64;
-    }
-}
-
-/// Checks one event against the rules every log keeps: the job first and once, unit names
-/// that name their region, no accepted result whose facts exclude every value.
-fn check_event(replay: &Replay, event: &Event) -> Result<(), String> {
-    let unit_of = |unit: &str, region: &str| {
-        let r = AnyRegion::from_key(region).ok_or_else(|| format!("bad region {region:?}"))?;
-        match cram_proto::parse_unit_id(unit) {
-            Some((unit_region, _)) if unit_region == r => Ok(()),
-            _ => Err(format!("bad unit {unit:?} for region {region:?}")),
-        }
-    };
-    match event {
-        Event::Job(_) if !replay.events.is_empty() => Err("a second job event".into()),
-        _ if replay.events.is_empty() && !matches!(event, Event::Job(_)) => {
-            Err("the first event is not the job".into())
-        }
-        Event::Result(r) if r.finished && r.facts().is_contradictory() => {
-            Err(format!("facts of {:?} exclude every value", r.unit))
-        }
-        Event::Result(r) => {
-            if let Some(bad) = r.shared.iter().find(|f| f.learned().is_none_or(|l| l.facts.is_contradictory())) {
-                return Err(format!(
-                    "a shared fact of {:?} about {:?} is unreadable or leaves no value",
-                    r.unit, bad.0
-                ));
-            }
-            unit_of(&r.unit, &r.region)
-        }
-        Event::Refused(r) => unit_of(&r.unit, &r.region),
-        Event::Job(_) | Event::Start { .. } | Event::Distrust { .. } | Event::Done(_) => Ok(()),
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -600,7 +351,7 @@ mod tests {
             rows: 3,
             cols: 7,
             empty: "1fffff".into(),
-            mode: "nimber".into(),
+            mode: cram_engine::Mode::Nimber,
             pairing: true,
             build: "test".into(),
             certificate_small: None,
@@ -609,7 +360,7 @@ mod tests {
 
     fn result(unit: &str, finished: bool) -> ResultRecord {
         ResultRecord {
-            unit: unit.into(),
+            unit: unit.parse().unwrap(),
             region: "3x7:1fffff".into(),
             excluded: 1,
             upper: 9,
@@ -619,6 +370,7 @@ mod tests {
             worker: "w".into(),
             from_cache: false,
             check: false,
+            verify: false,
             proof: None,
             shared: Vec::new(),
             uses: Vec::new(),
@@ -631,32 +383,32 @@ mod tests {
         d
     }
 
+    /// A state with the job, one unfinished and one finished result; its log's lines.
+    async fn written(dir: &Path) -> Vec<String> {
+        let (mut store, replay) = Store::open(dir, &job("3x7")).unwrap();
+        assert_eq!(replay.events.len(), 1);
+        store.record(&result("3x7:1fffff?0", false)).await.unwrap();
+        store.record(&result("3x7:1fffff?1", true)).await.unwrap();
+        std::fs::read_to_string(dir.join(LOG_FILE)).unwrap().lines().map(str::to_string).collect()
+    }
+
+    fn reopen(dir: &Path) -> Result<Replay, StoreError> {
+        Store::open(dir, &job("3x7")).map(|(_, r)| r)
+    }
+
     #[tokio::test]
-    async fn results_survive_a_reopen_and_the_index_is_rebuilt_when_lost() {
+    async fn results_survive_a_reopen_and_a_lost_index_is_started_afresh() {
         let dir = tempdir("reopen");
-        let region = AnyRegion::from_key("3x7:1fffff").unwrap();
-        let want = IndexFacts { facts: [(region, Facts { excluded: 2, upper: 9 })].into(), splits: [region].into() };
-        {
-            let (mut store, replay) = Store::open(&dir, &job("3x7")).unwrap();
-            assert_eq!(replay.events.len(), 1);
-            store.record(&region, &result("3x7:1fffff?0", false)).await.unwrap();
-            let mut second = result("3x7:1fffff?1", true);
-            second.excluded = 2;
-            store.record(&region, &second).await.unwrap();
-            // The index holds the finished result's facts and the split.
-            assert!(store.index_matches(&want));
-        }
-        let (store, replay) = Store::open(&dir, &job("3x7")).unwrap();
-        assert_eq!(replay.events.len(), 3);
-        assert!(store.index_matches(&want));
-        drop(store);
-        // A lost index is rebuilt, and then matches.
+        let lines = written(&dir).await;
+        assert_eq!(lines.len(), 3);
+        assert!(lines.iter().all(|l| l.ends_with("\"}") && l.contains(",\"seal\":\"")), "{lines:?}");
+        assert_eq!(reopen(&dir).unwrap().events.len(), 3);
+        // A lost index: the log is taken as it is, and the index records it again.
         std::fs::remove_dir_all(dir.join(INDEX_DIR)).unwrap();
-        let (store, _) = Store::open(&dir, &job("3x7")).unwrap();
-        assert!(!store.index_matches(&want));
-        store.check_index(&want).unwrap();
-        assert!(store.index_matches(&want));
-        drop(store);
+        assert_eq!(reopen(&dir).unwrap().events.len(), 3);
+        let index = open_index(&dir.join(INDEX_DIR)).unwrap();
+        assert_eq!(reach(&index).map(|r| r.0), Some(3));
+        drop(index);
         // Another job on the same state is refused.
         let mut other = job("3x8");
         other.cols = 8;
@@ -664,14 +416,73 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    #[tokio::test]
+    async fn a_flipped_bit_a_cut_a_removed_line_and_an_emptied_log_are_refused() {
+        let dir = tempdir("sealed");
+        let lines = written(&dir).await;
+        let log = dir.join(LOG_FILE);
+        let put =
+            |ls: &[String]| std::fs::write(&log, ls.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+        let refused_at = |want: usize| match reopen(&dir) {
+            Err(StoreError::Corrupt { line, .. }) => assert_eq!(line, want),
+            other => panic!("not refused: {other:?}"),
+        };
+        // One changed character in the result's facts (a flipped bit that still parses).
+        let mut changed = lines.clone();
+        changed[2] = changed[2].replace("\"excluded\":1", "\"excluded\":3");
+        assert_ne!(changed, lines);
+        put(&changed);
+        refused_at(3);
+        // A line removed from the middle: the next line's seal fails.
+        put(&[lines[0].clone(), lines[2].clone()]);
+        refused_at(2);
+        // Cut after a whole line: the index records three.
+        put(&lines[..2]);
+        refused_at(3);
+        // Emptied, or gone, while the index says it held a job.
+        put(&[]);
+        refused_at(1);
+        std::fs::remove_file(&log).unwrap();
+        refused_at(1);
+        // Put back whole, it opens again.
+        put(&lines);
+        assert_eq!(reopen(&dir).unwrap().events.len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_log_of_an_earlier_build_is_read_and_sealed_from_then_on() {
+        let dir = tempdir("legacy");
+        std::fs::create_dir_all(&dir).unwrap();
+        let plain: Vec<String> = [Event::Job(job("3x7")), Event::Result(result("3x7:1fffff?1", true))]
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap())
+            .collect();
+        let log = dir.join(LOG_FILE);
+        std::fs::write(&log, format!("{}\n{}\n", plain[0], plain[1])).unwrap();
+        assert_eq!(reopen(&dir).unwrap().events.len(), 2);
+        // The next run seals its lines, and the seal covers the old lines too.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (mut store, _) = Store::open(&dir, &job("3x7")).unwrap();
+            store.append(&Event::Start { at: 1, split_depth: Some(2) }).await.unwrap();
+        });
+        assert_eq!(reopen(&dir).unwrap().events.len(), 3);
+        let text = std::fs::read_to_string(&log).unwrap();
+        std::fs::write(&log, text.replacen("\"excluded\":1", "\"excluded\":3", 1)).unwrap();
+        assert!(matches!(reopen(&dir), Err(StoreError::Corrupt { line: 3, .. })), "a change to an old line shows");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_last_line_torn_inside_a_utf8_character_is_dropped() {
         let dir = tempdir("torn-utf8");
         std::fs::create_dir_all(&dir).unwrap();
-        let job_line = serde_json::to_string(&Event::Job(job("3x7"))).unwrap();
+        let (job_line, seal) = sealed_line(&Event::Job(job("3x7")), 0);
+        let job_line = job_line.trim_end().to_string();
         let mut named = result("3x7:1fffff?0", true);
         named.worker = "café-7".into();
-        let line = serde_json::to_string(&Event::Result(named)).unwrap();
+        let (line, _) = sealed_line(&Event::Result(named), seal);
         // Cut inside the two bytes of "é": a kill in the middle of the write.
         let cut = line.find('é').unwrap() + 1;
         let log = dir.join(LOG_FILE);

@@ -23,30 +23,13 @@ use cram_engine::facts::Facts;
 use cram_engine::options::{options, plain_options, Child};
 use cram_engine::region::AnyRegion;
 use cram_engine::solver::{board_regions, plain_board_regions};
-use cram_engine::{Board, Config, DbSet, Mode, Outcome, Solution, Solver};
-use cram_proto::Query;
+use cram_engine::{Board, Config, DbSet, Mode, Outcome, Query, Question, Solution, Solver};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Regions of at most this many cells are solved by the coordinator itself: each takes
 /// well under a millisecond, far less than a unit's round trip.
 pub const LOCAL_CELLS: u32 = 16;
-
-/// A question for a worker: `query` about canonical `region`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Ask {
-    /// The canonical region asked about.
-    pub region: AnyRegion,
-    /// What is asked.
-    pub query: Query,
-}
-
-impl Ask {
-    /// The unit's stable name.
-    pub fn id(&self) -> String {
-        cram_proto::unit_id(&self.region, self.query)
-    }
-}
 
 /// What a walk of the top found.
 #[derive(Debug, Default)]
@@ -56,7 +39,10 @@ pub struct Frontier {
     /// Open questions for workers, each once, with the branch of the top they serve: the
     /// first question of every branch, in branch order, then the second of every branch, …
     /// (see [`Frontier::interleave`]).
-    pub open: Vec<(Ask, Branch)>,
+    pub open: Vec<(Question, Branch)>,
+    /// Open questions at the root or one ply below it (a region of the root, or of a first
+    /// move): their answers decide the root or a first move directly.
+    pub decisive: HashSet<Question>,
     /// What is known of the root's largest region (for progress reports).
     pub root_facts: Option<Facts>,
     /// Branches whose walk stopped at [`NEEDS_PER_BRANCH`] questions: a question of such a
@@ -64,6 +50,18 @@ pub struct Frontier {
     pub truncated: HashSet<Branch>,
     /// Regions whose facts contradict each other (some are false), each once.
     pub conflicts: Vec<AnyRegion>,
+}
+
+/// One first move, as the status shows it: the regions it leaves (largest first), the XOR
+/// of the values of those too small to search, and what is known of its value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FirstMove {
+    /// Regions that need search.
+    pub regions: Vec<AnyRegion>,
+    /// XOR of the values of the regions too small to search.
+    pub xor: u8,
+    /// What is known of the option's value.
+    pub value: Facts,
 }
 
 /// Which first move (of which root region) a question lies under. Units of one branch share
@@ -76,9 +74,9 @@ impl Frontier {
     /// the siblings are all needed in turn (every first move is examined for each value),
     /// while below them the first question usually settles its parent and the later ones
     /// are speculation.
-    fn interleave(needs: Vec<(Ask, Branch)>) -> Vec<(Ask, Branch)> {
+    fn interleave(needs: Vec<(Question, Branch)>) -> Vec<(Question, Branch)> {
         let mut seen: HashMap<Branch, (usize, usize)> = HashMap::new();
-        let mut keyed: Vec<((usize, usize), (Ask, Branch))> = needs
+        let mut keyed: Vec<((usize, usize), (Question, Branch))> = needs
             .into_iter()
             .map(|(ask, b)| {
                 let next = seen.len();
@@ -97,13 +95,16 @@ pub struct Top {
     regions: Vec<AnyRegion>,
     xor: u8,
     mode: Mode,
-    certified: bool,
-    plain: bool,
+    /// The whole position is a half-turn pairing: a second-player win without search.
+    root_paired: bool,
+    /// The top of a certified job: plain regions, only small ones settled on the spot.
+    plain_regions: bool,
     split_depth: u32,
     reported: HashMap<AnyRegion, Facts>,
     derived: HashMap<AnyRegion, Facts>,
-    /// Values the coordinator found by its own search: they override everything else.
-    settled: HashMap<AnyRegion, u8>,
+    /// Facts the coordinator found by its own search: certain, they override everything
+    /// else.
+    settled: HashMap<AnyRegion, Facts>,
     expanded: HashSet<AnyRegion>,
     children: HashMap<AnyRegion, Arc<[Child]>>,
     local: Solver,
@@ -113,7 +114,8 @@ pub struct Top {
 #[derive(Default)]
 struct Walk {
     visited: HashSet<(AnyRegion, Query)>,
-    needs: Vec<(Ask, Branch)>,
+    needs: Vec<(Question, Branch)>,
+    decisive: HashSet<Question>,
     learnt: bool,
     branch: Branch,
     per_branch: HashMap<Branch, usize>,
@@ -131,8 +133,11 @@ impl Walk {
         self.visited.insert((r, q))
     }
 
-    fn need(&mut self, region: AnyRegion, query: Query) {
-        self.needs.push((Ask { region, query }, self.branch));
+    fn need(&mut self, region: AnyRegion, query: Query, depth: u32) {
+        if depth <= 1 {
+            self.decisive.insert(Question { region, query });
+        }
+        self.needs.push((Question { region, query }, self.branch));
         *self.per_branch.entry(self.branch).or_insert(0) += 1;
     }
 
@@ -156,13 +161,13 @@ impl Top {
     pub fn new(board: &Board, mode: Mode, pairing: bool, dbs: Arc<DbSet>, split_depth: u32, plain: bool) -> Top {
         let (mut regions, xor) = if plain { plain_board_regions(board) } else { board_regions(board) };
         regions.sort_by_key(|r| std::cmp::Reverse(r.cells()));
-        let certified = !plain && pairing && cram_engine::pairing::half_turn_certificate(board);
+        let root_paired = !plain && pairing && cram_engine::pairing::half_turn_certificate(board);
         Top {
             regions,
             xor,
             mode,
-            certified,
-            plain,
+            root_paired,
+            plain_regions: plain,
             split_depth,
             reported: HashMap::new(),
             derived: HashMap::new(),
@@ -182,14 +187,16 @@ impl Top {
         merged != old
     }
 
-    /// Sets the value the coordinator's own search found; it overrides every other fact.
-    pub fn settle(&mut self, region: AnyRegion, value: u8) {
-        self.settled.insert(region, value);
+    /// Adds facts the coordinator's own search found: certain, they override every other
+    /// fact.
+    pub fn settle(&mut self, region: AnyRegion, facts: Facts) {
+        let e = self.settled.entry(region).or_insert(Facts::UNKNOWN);
+        *e = e.merge(facts);
     }
 
-    /// True when the coordinator's own search settled `region`.
-    pub fn is_settled(&self, region: &AnyRegion) -> bool {
-        self.settled.contains_key(region)
+    /// True when the coordinator's own search answered `q`.
+    pub fn is_settled(&self, q: &Question) -> bool {
+        self.settled.get(&q.region).is_some_and(|f| q.query.answered_by(*f))
     }
 
     /// Forgets every reported and derived fact (settled values stay), before the facts
@@ -202,14 +209,15 @@ impl Top {
     /// What is certain about `r` without any worker: its value when the coordinator knows
     /// it (small, paired, database or settled regions), else `g ≤ cells / 2`.
     pub fn certain(&mut self, r: &AnyRegion) -> Facts {
-        let free = if self.plain && r.cells() > LOCAL_CELLS { None } else { self.local.settled_value(r) };
-        if let Some(v) = free.or_else(|| self.settled.get(r).copied()) {
+        let free = if self.plain_regions && r.cells() > LOCAL_CELLS { None } else { self.local.settled_value(r) };
+        if let Some(v) = free {
             return Facts::exact(v);
         }
         if r.cells() <= LOCAL_CELLS {
             return Facts::exact(self.local.nimber(*r).expect("no budget or cancel on the local solver"));
         }
-        Facts { excluded: 0, upper: (r.cells() / 2) as u8 }
+        let bound = Facts { excluded: 0, upper: (r.cells() / 2) as u8 };
+        self.settled.get(r).map_or(bound, |f| f.merge(bound))
     }
 
     /// Everything held about `r`: certain, reported and derived facts (contradictory when
@@ -229,7 +237,7 @@ impl Top {
     }
 
     /// True when the facts already answer `ask` (and do not contradict each other).
-    pub fn answers(&mut self, ask: &Ask) -> bool {
+    pub fn answers(&mut self, ask: &Question) -> bool {
         let b = self.held(&ask.region);
         !b.is_contradictory() && ask.query.answered_by(b)
     }
@@ -242,6 +250,46 @@ impl Top {
         regions
             .into_iter()
             .filter_map(|r| Some(self.held(&r)).filter(|f| !f.is_contradictory())?.value().map(|v| (r, v)))
+            .collect()
+    }
+
+    /// The options of the root's largest region (the first moves, each once up to
+    /// symmetry, in the order the search takes them) and what is known of each one's value:
+    /// exact when its regions' values are, else what the facts of its one open region say;
+    /// contradictory when a region's facts are (some are false, being settled). Empty when
+    /// the root is paired (decided without search).
+    pub fn first_moves(&mut self) -> Vec<FirstMove> {
+        let Some(&root) = self.regions.first().filter(|_| !self.root_paired) else { return Vec::new() };
+        let children = self.children_of(&root);
+        let mut seen = HashSet::new();
+        children
+            .iter()
+            .filter(|c| {
+                // Regions of equal size may come in either order from symmetric moves.
+                let mut key = c.regions.clone();
+                key.sort();
+                seen.insert((key, c.xor))
+            })
+            .map(|c| {
+                let mut x = c.xor;
+                let mut open = Vec::new();
+                let mut contradictory = false;
+                for r in &c.regions {
+                    let f = self.held(r);
+                    contradictory |= f.is_contradictory();
+                    match f.value() {
+                        Some(v) => x ^= v,
+                        None => open.push(*r),
+                    }
+                }
+                let value = match open[..] {
+                    _ if contradictory => Facts { excluded: u32::MAX, upper: 0 },
+                    [] => Facts::exact(x),
+                    [r] => self.held(&r).xor(x),
+                    _ => Facts::UNKNOWN,
+                };
+                FirstMove { regions: c.regions.clone(), xor: c.xor, value }
+            })
             .collect()
     }
 
@@ -264,6 +312,7 @@ impl Top {
                     walk.per_branch.iter().filter(|(_, &n)| n >= NEEDS_PER_BRANCH).map(|(b, _)| *b).collect();
                 return Frontier {
                     answer,
+                    decisive: walk.decisive,
                     open: Frontier::interleave(walk.needs),
                     root_facts,
                     truncated,
@@ -274,7 +323,7 @@ impl Top {
     }
 
     fn walk_root(&mut self, walk: &mut Walk) -> Option<Solution> {
-        if self.certified {
+        if self.root_paired {
             return Some(Solution { outcome: Outcome::Second, nimber: Some(0) });
         }
         let regions = self.regions.clone();
@@ -329,7 +378,7 @@ impl Top {
     }
 
     fn children_of(&mut self, r: &AnyRegion) -> Arc<[Child]> {
-        let plain = self.plain;
+        let plain = self.plain_regions;
         self.children.entry(*r).or_insert_with(|| if plain { plain_options(r) } else { options(r) }.into()).clone()
     }
 
@@ -400,7 +449,7 @@ impl Top {
             return None;
         }
         if self.is_leaf(&r, depth) {
-            walk.need(r, query);
+            walk.need(r, query, depth);
             return None;
         }
         let cs = self.children_of(&r);
@@ -447,7 +496,7 @@ impl Top {
             return None;
         }
         if self.is_leaf(&r, depth) {
-            walk.need(r, Query::Nimber);
+            walk.need(r, Query::Nimber, depth);
             return None;
         }
         let cs = self.children_of(&r);
@@ -499,6 +548,11 @@ mod tests {
         budget: Option<u32>,
     ) -> (Solution, usize) {
         let mut top = Top::new(board, mode, pairing, Arc::new(DbSet::default()), depth, false);
+        drive_top(&mut top, pairing, width, budget)
+    }
+
+    /// [`drive`] on a top made already.
+    fn drive_top(top: &mut Top, pairing: bool, width: usize, budget: Option<u32>) -> (Solution, usize) {
         let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing }, Arc::new(DbSet::default()));
         let mut units = 0;
         loop {
@@ -558,6 +612,49 @@ mod tests {
             let (got, _) = drive(&board, mode, false, 0, 2, Some(17));
             assert_eq!(got, want);
         }
+    }
+
+    #[test]
+    fn first_moves_show_what_is_known_and_nothing_false() {
+        let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing: false }, Arc::new(DbSet::default()));
+        for spec in ["4x6", "5x5", "3x8", "....#....../....#....../....#......"] {
+            let board = Board::parse(spec).unwrap();
+            let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
+            let before = top.first_moves();
+            let distinct: HashSet<_> = options(&top.regions[0])
+                .into_iter()
+                .map(|mut c| {
+                    c.regions.sort();
+                    (c.regions, c.xor)
+                })
+                .collect();
+            assert_eq!(before.len(), distinct.len(), "{spec}: each option once");
+            drive_top(&mut top, false, 1, None);
+            let after = top.first_moves();
+            let mut values = Vec::new();
+            for m in &after {
+                let truth = m.regions.iter().fold(m.xor, |x, r| x ^ oracle.nimber(*r).unwrap());
+                assert!(!m.value.rules_out(truth), "{spec}: {m:?} rules out its value {truth}");
+                values.extend(m.value.value());
+            }
+            // The root's value is the least one no first move has; the walk found it, so
+            // every smaller one is shown as some move's value.
+            let root = oracle.nimber(top.regions[0]).unwrap();
+            assert!((0..root).all(|k| values.contains(&k)), "{spec}: {values:?}, root {root}");
+            assert!(!values.contains(&root), "{spec}");
+        }
+        // A false report that contradicts what the coordinator holds shows as a
+        // contradiction, not as a value.
+        let board = Board::parse("4x6").unwrap();
+        let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
+        let first = top.first_moves()[0].regions[0];
+        let v = oracle.nimber(first).unwrap();
+        top.report(first, Facts::exact(v));
+        top.report(first, Facts::excluding(v));
+        assert!(top.first_moves()[0].value.is_contradictory());
+        let paired = Top::new(&Board::parse("4x4").unwrap(), Mode::Nimber, true, Arc::new(DbSet::default()), 2, false)
+            .first_moves();
+        assert!(paired.is_empty());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! metrics (`/metrics`). Every answer comes from the job's task, asked like the gRPC
 //! handlers ask it ([`Request::Page`], [`Request::Metrics`]).
 
-use crate::job::Request;
+use crate::request::{JobHandle, Request};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -11,7 +11,6 @@ use axum::routing::get;
 use axum::Router;
 use std::future::Future;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
 
 /// What an HTTP listener serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,39 +27,31 @@ const PAGE: &str = include_str!("status.html");
 pub async fn serve(
     listener: TcpListener,
     pages: Pages,
-    requests: mpsc::Sender<Request>,
+    job: JobHandle,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let mut app = Router::new().route("/metrics", get(metrics));
     if pages == Pages::All {
         app = app.route("/", get(|| async { Html(PAGE) })).route("/status.json", get(status));
     }
-    axum::serve(listener, app.with_state(requests)).with_graceful_shutdown(shutdown).await
-}
-
-/// Asks the job for a text; 503 when it is gone (the coordinator is stopping).
-async fn ask(
-    requests: &mpsc::Sender<Request>,
-    make: impl FnOnce(oneshot::Sender<String>) -> Request,
-) -> Option<String> {
-    let (tx, rx) = oneshot::channel();
-    requests.send(make(tx)).await.ok()?;
-    rx.await.ok()
+    axum::serve(listener, app.with_state(job)).with_graceful_shutdown(shutdown).await
 }
 
 fn unavailable() -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, "the coordinator is stopping").into_response()
 }
 
-async fn status(State(requests): State<mpsc::Sender<Request>>) -> Response {
-    match ask(&requests, Request::Page).await {
+/// 503 when the job's task is gone.
+async fn status(State(job): State<JobHandle>) -> Response {
+    match job.ask(Request::Page).await {
         Some(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
         None => unavailable(),
     }
 }
 
-async fn metrics(State(requests): State<mpsc::Sender<Request>>) -> Response {
-    match ask(&requests, Request::Metrics).await {
+/// 503 when the job's task is gone.
+async fn metrics(State(job): State<JobHandle>) -> Response {
+    match job.ask(Request::Metrics).await {
         Some(text) => ([(header::CONTENT_TYPE, cram_proto::metrics::CONTENT_TYPE)], text).into_response(),
         None => unavailable(),
     }

@@ -163,6 +163,13 @@ impl Board {
         out
     }
 
+    /// One region as a position: its bounding box, the cells outside it filled (how a
+    /// unit or an option is drawn for people, in a form `cram solve` reads back).
+    pub fn of_region(r: &crate::region::AnyRegion) -> Board {
+        let (h, w) = r.dims();
+        Board::from_mask(h, w, r.dense()).expect("a region's box holds at most 128 cells")
+    }
+
     /// The rows string (`.` empty, `#` filled, rows joined by `/`).
     pub fn rows_string(&self) -> String {
         self.lines().join("/")
@@ -195,6 +202,19 @@ impl fmt::Display for Board {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_region_drawn_reads_back_as_its_cells() {
+        for spec in ["5x9", "..#./..../....", ".##../...../.#...", "3x22"] {
+            let board = Board::parse(spec).unwrap();
+            for r in crate::solver::plain_board_regions(&board).0 {
+                let drawn = Board::of_region(&r);
+                assert_eq!((drawn.rows(), drawn.cols()), r.dims());
+                let back = Board::parse(&drawn.rows_string()).unwrap();
+                assert_eq!(back.empty(), r.dense(), "{spec}: {}", drawn.rows_string());
+            }
+        }
+    }
 
     #[test]
     fn parses_rectangles_and_rows() {

@@ -27,6 +27,18 @@ impl Facts {
         Facts { excluded: low_bits(v as u32), upper: v }
     }
 
+    /// Only `g ≠ k`.
+    pub fn excluding(k: u8) -> Facts {
+        let mut f = Facts::UNKNOWN;
+        f.exclude(k);
+        f
+    }
+
+    /// True when neither set of facts rules out the other (they may be about one region).
+    pub fn agrees_with(self, other: Facts) -> bool {
+        !self.merge(other).is_contradictory()
+    }
+
     /// `g ≥ floor()`: the number of consecutive excluded values from 0.
     #[inline]
     pub fn floor(&self) -> u8 {
@@ -86,6 +98,22 @@ impl Facts {
     #[inline]
     pub fn merge(self, other: Facts) -> Facts {
         Facts { excluded: self.excluded | other.excluded, upper: self.upper.min(other.upper) }
+    }
+
+    /// What these facts about `g` say of `g ^ x`: the value of an option made of this region
+    /// beside others whose values XOR to `x`. Exact when `g` is; a bound only when the
+    /// possible values are all below 32 (else only the exclusions carry over).
+    pub fn xor(self, x: u8) -> Facts {
+        if self.upper < 32 && x < 32 {
+            let shifted = (0..=self.upper).filter(|&v| !self.rules_out(v)).fold(0u32, |m, v| m | 1 << (v ^ x));
+            if shifted == 0 {
+                return Facts { excluded: u32::MAX, upper: 0 };
+            }
+            let upper = (31 - shifted.leading_zeros()) as u8;
+            return Facts { excluded: !shifted & low_bits(upper as u32), upper };
+        }
+        let excluded = (0..32u8).filter(|&j| self.rules_out(j ^ x)).fold(0u32, |m, j| m | 1 << j);
+        Facts { excluded, upper: u8::MAX }
     }
 }
 
@@ -179,6 +207,26 @@ impl<'de> serde::Deserialize<'de> for Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xor_keeps_every_possible_value_and_nothing_more_when_bounded() {
+        let possible = |f: Facts| (0..=u8::MAX).filter(move |&v| !f.rules_out(v));
+        for upper in 0..40u8 {
+            for excluded in [0u32, 0b1, 0b101, 0b1011_0110, 0x00ff_00ff, 0x7fff_fffe, u32::MAX >> 3] {
+                let f = Facts { excluded, upper };
+                for x in 0..40u8 {
+                    let g = f.xor(x);
+                    let mut want: Vec<u8> = possible(f).map(|v| v ^ x).collect();
+                    want.sort();
+                    if upper < 32 && x < 32 {
+                        assert_eq!(possible(g).collect::<Vec<_>>(), want, "{f:?} ^ {x} gave {g:?}");
+                    } else {
+                        assert!(want.iter().all(|&v| !g.rules_out(v)), "{f:?} ^ {x} gave {g:?}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn contradictory_facts_are_recognised() {

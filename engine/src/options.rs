@@ -4,7 +4,7 @@
 //! coordinator, and want the same order and the same canonical regions.
 
 use crate::board::Board;
-use crate::region::{centre_distance, walled_cuts, AnyRegion};
+use crate::region::{centre_distance, option_cost, walled_cuts, AnyRegion};
 use crate::solver::{board_regions, plain_board_regions};
 
 /// One option (the position after one move) of a region.
@@ -45,8 +45,7 @@ fn options_by(r: &AnyRegion, plain: bool) -> Vec<Child> {
             regions.sort_by_key(|p| std::cmp::Reverse(p.cells()));
             let i = m.trailing_zeros();
             let vertical = m != 3 << i;
-            let squares = regions.iter().map(|p| p.cells() * p.cells()).sum::<u32>();
-            let cost = centre_distance(i, w, h, w, vertical) + ((((regions.len() > 1) as u32) << 31) | squares << 17);
+            let cost = option_cost(centre_distance(i, w, h, w, vertical), regions.iter().map(AnyRegion::cells));
             (cost, Child { regions, xor })
         })
         .collect();

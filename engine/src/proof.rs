@@ -12,16 +12,16 @@
 //! get no facts: the checker computes them itself.
 
 use crate::board::Board;
-use crate::region::{for_each_part, normalize, AnyRegion};
+use crate::region::{bounding_box, for_each_component, for_each_part, least_flat8, normalize, restride, AnyRegion};
 use crate::solver::{Res, Solution, Solver};
 
 /// Facts whose proofs are not whole: an option of theirs leaves regions without facts
 /// that no reply accounts for (imported facts that rest on a proof that was not
 /// imported).
 struct Incomplete(Vec<Shape>);
-use cram_certificate::check::ShapeHash;
 use cram_certificate::rules::components;
-use cram_certificate::{Certificate, Claim, Fact, Shape};
+use cram_certificate::rules::ShapeHash;
+use cram_certificate::{varint, Certificate, Claim, ExportedFact, Fact, Shape};
 use std::collections::HashMap;
 
 /// The default size up to which regions are left to the checker's own mex: measured,
@@ -110,45 +110,65 @@ pub struct Prover<'a> {
 /// (some 50 bytes each).
 const MAX_CACHED_REPLIES: usize = 8 << 20;
 
-/// The largest proof, decompressed, [`Prover::import`] reads.
-const MAX_PROOF_BYTES: usize = 1 << 34;
+/// A proof export that does not read.
+fn read_error(e: varint::ReadError) -> String {
+    format!("the proof is malformed at byte {}: {}", e.at, e.what)
+}
 
-fn put_varint(out: &mut Vec<u8>, mut v: u128) {
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
+/// The largest proof, decompressed, [`read_export`] reads (besides the bound of
+/// [`cram_certificate::format::max_raw_len`] on the compressed length).
+const MAX_PROOF_BYTES: u64 = 1 << 34;
+
+/// Reads a proof export ([`Prover::export`]): its facts in the order written, each with its
+/// replies. Refuses bytes that do not decompress (or decompress to more than the compressed
+/// length allows, [`cram_certificate::format::max_raw_len`]: decompression streams into a
+/// buffer that grows as data arrives and stops there), regions that are not canonical, a
+/// value above half a region's cells, a reply that names no option or move of the fact's
+/// region, and bytes after the last fact. Whether the facts are true is for a
+/// [`cram_certificate::Ledger`].
+pub fn read_export(bytes: &[u8]) -> Result<Vec<ExportedFact>, String> {
+    let mut facts = Vec::new();
+    for_each_exported(bytes, |f| {
+        facts.push(f);
+        Ok(())
+    })?;
+    Ok(facts)
+}
+
+/// [`read_export`], handing each fact to `f` as it is read (an error from `f` stops it).
+fn for_each_exported(bytes: &[u8], mut f: impl FnMut(ExportedFact) -> Result<(), String>) -> Result<(), String> {
+    let limit = cram_certificate::format::max_raw_len(bytes.len() as u64).min(MAX_PROOF_BYTES);
+    let raw = cram_certificate::format::decompress_bounded(bytes, limit)
+        .map_err(|e| format!("the proof does not decompress: {e}"))?;
+    let mut r = varint::Reader::new(&raw);
+    let n = r.varint(u64::MAX as u128).map_err(read_error)?;
+    for _ in 0..n {
+        let (h, w) = (r.byte().map_err(read_error)?, r.byte().map_err(read_error)?);
+        let shape = Shape { h, w, cells: r.varint(u128::MAX).map_err(read_error)? };
+        let value = r.byte().map_err(read_error)?;
+        if !shape.is_canonical_region() || value as u32 > shape.size() / 2 {
+            return Err(format!(
+                "the proof states *{value} of {}, which is no canonical region of that value",
+                shape.name()
+            ));
         }
-        out.push(byte | 0x80);
-    }
-}
-
-/// Reads an exported proof.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn byte(&mut self) -> Result<u8, String> {
-        let b = *self.bytes.get(self.at).ok_or_else(|| format!("the proof ends at byte {}", self.at))?;
-        self.at += 1;
-        Ok(b)
-    }
-
-    fn varint(&mut self) -> Result<u128, String> {
-        let mut v = 0u128;
-        for shift in (0..128).step_by(7) {
-            let b = self.byte()?;
-            v |= ((b & 0x7f) as u128) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
+        let count = r.varint(u16::MAX as u128).map_err(read_error)?;
+        let moves = shape.moves().len() as u128;
+        let mut replies = Vec::new();
+        for _ in 0..count {
+            let (k, m) =
+                (r.varint(u16::MAX as u128).map_err(read_error)?, r.varint(u16::MAX as u128).map_err(read_error)?);
+            if k >= moves || m >= moves {
+                return Err(format!("a reply of {} names move {k}/{m} of {moves}", shape.name()));
             }
+            replies.push((k as u16, m as u16));
         }
-        Err(format!("a number longer than 128 bits at byte {}", self.at))
+        f(ExportedFact { shape, value, replies })?;
     }
+    if !r.is_done() {
+        return Err("bytes after the last fact of the proof".into());
+    }
+    Ok(())
 }
 
 impl<'a> Prover<'a> {
@@ -270,16 +290,16 @@ impl<'a> Prover<'a> {
     /// results; the coordinator's assembly proves again what a lost result took with it.
     pub fn export(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        put_varint(&mut out, self.unsent.len() as u128);
+        varint::put(&mut out, self.unsent.len() as u128);
         for s in &self.unsent {
             let p = &self.facts[s];
             out.extend_from_slice(&[s.h, s.w]);
-            put_varint(&mut out, s.cells);
+            varint::put(&mut out, s.cells);
             out.push(p.value);
-            put_varint(&mut out, p.replies.len() as u128);
+            varint::put(&mut out, p.replies.len() as u128);
             for &(k, m) in &p.replies {
-                put_varint(&mut out, k as u128);
-                put_varint(&mut out, m as u128);
+                varint::put(&mut out, k as u128);
+                varint::put(&mut out, m as u128);
             }
         }
         zstd::bulk::compress(&out, 3).expect("compressing to memory")
@@ -293,49 +313,30 @@ impl<'a> Prover<'a> {
         Proofs { small: self.small, facts: self.facts, replies, unsent: self.unsent }
     }
 
-    /// Adds the facts of an [`Prover::export`]; returns how many were new. Refuses bytes
-    /// that do not decode, regions that are not canonical, and a value other than the one
-    /// already held for a region (one of the two proofs is false).
+    /// Adds the facts of an [`Prover::export`]; returns how many were new. Refuses what
+    /// [`read_export`] refuses (memory stays within what the compressed length allows),
+    /// and a value other than the one already held for a region (one of the two proofs is
+    /// false).
     pub fn import(&mut self, bytes: &[u8]) -> Result<usize, String> {
-        let raw = zstd::bulk::decompress(bytes, MAX_PROOF_BYTES)
-            .map_err(|e| format!("the proof does not decompress: {e}"))?;
-        let mut r = Reader { bytes: &raw, at: 0 };
-        let n = r.varint()?;
         let mut new = 0;
-        for _ in 0..n {
-            let (h, w) = (r.byte()?, r.byte()?);
-            let shape = Shape { h, w, cells: r.varint()? };
-            let value = r.byte()?;
-            if !shape.is_canonical_region() || value as u32 > shape.size() / 2 {
-                return Err(format!(
-                    "the proof states *{value} of {}, which is no canonical region of that value",
-                    shape.name()
-                ));
-            }
-            let count = r.varint()?;
-            let moves = shape.moves().len() as u128;
-            let mut replies = Vec::new();
-            for _ in 0..count {
-                let (k, m) = (r.varint()?, r.varint()?);
-                if k >= moves || m >= moves {
-                    return Err(format!("a reply of {} names move {k}/{m} of {moves}", shape.name()));
-                }
-                replies.push((k as u16, m as u16));
-            }
-            match self.facts.get(&shape) {
-                Some(held) if held.value != value => {
-                    return Err(format!("the proof states *{value} of {}, another *{}", shape.name(), held.value));
+        for_each_exported(bytes, |f| {
+            match self.facts.get(&f.shape) {
+                Some(held) if held.value != f.value => {
+                    return Err(format!(
+                        "the proof states *{} of {}, another *{}",
+                        f.value,
+                        f.shape.name(),
+                        held.value
+                    ));
                 }
                 Some(_) => {}
                 None => {
-                    self.facts.insert(shape, Proven { value, replies });
+                    self.facts.insert(f.shape, Proven { value: f.value, replies: f.replies });
                     new += 1;
                 }
             }
-        }
-        if r.at != raw.len() {
-            return Err("bytes after the last fact of the proof".into());
-        }
+            Ok(())
+        })?;
         Ok(new)
     }
 
@@ -358,7 +359,7 @@ impl<'a> Prover<'a> {
         let root_hints = match root_reply {
             Some((h, m)) if !self.facts.contains_key(&h) => {
                 hints.push(m as u32);
-                roots.extend(h.after(h.moves()[m as usize]));
+                roots.extend(after(&h, h.moves()[m as usize]));
                 0..1
             }
             _ => 0..0,
@@ -400,7 +401,7 @@ impl<'a> Prover<'a> {
             let mut whole = true;
             for (k, m) in s.moves().into_iter().enumerate() {
                 let chosen = replies.next_if(|r| r.0 as usize == k).map(|r| r.1);
-                let regions = s.after(m);
+                let regions = after(&s, m);
                 consult(&regions, &mut queue);
                 let unknown: Vec<&Shape> = regions.iter().filter(|r| !self.is_known(r)).collect();
                 match unknown[..] {
@@ -414,10 +415,10 @@ impl<'a> Prover<'a> {
                             whole = false;
                             continue;
                         };
-                        let after = h.after(m);
-                        whole &= after.iter().all(|r| self.is_known(r));
+                        let left = after(h, m);
+                        whole &= left.iter().all(|r| self.is_known(r));
                         own.push(chosen.expect("checked above") as u32);
-                        consult(&after, &mut queue);
+                        consult(&left, &mut queue);
                     }
                     _ => whole = false,
                 }
@@ -519,7 +520,7 @@ impl<'a> Prover<'a> {
         // fact comes early.
         let mut options: Vec<Vec<Shape>> = Vec::with_capacity(moves.len());
         for &m in &moves {
-            options.push(sorted(h.after(m)));
+            options.push(sorted(after(h, m)));
             if xor_known(self, options.last().expect("just pushed")) == Some(t) {
                 return Ok(Some(options.len() as u16 - 1));
             }
@@ -561,7 +562,7 @@ impl<'a> Prover<'a> {
         let mut replies = Vec::new();
         // Every option differs from v.
         for (k, &m) in moves.iter().enumerate() {
-            let regions = sorted(s.after(m));
+            let regions = sorted(after(s, m));
             let unknown: Vec<Shape> = regions.iter().filter(|r| !self.is_known(r)).copied().collect();
             let Some((h, rest)) = unknown.split_first() else { continue };
             self.require_all(rest)?;
@@ -593,6 +594,28 @@ impl<'a> Prover<'a> {
     }
 }
 
+/// The regions left by removing the cells `taken` from `s`: what [`Shape::after`] gives,
+/// in the same order, computed with the solver's word operations (the prover asks this of
+/// every option of every fact, several times; the checker keeps its own plain code).
+fn after(s: &Shape, taken: u128) -> Vec<Shape> {
+    let (h, w) = (s.h as u32, s.w as u32);
+    let mut out = Vec::new();
+    for_each_component(s.cells & !taken, w, |c: u128| out.push(shape_of(c, h, w)));
+    out
+}
+
+/// The [`Shape`] of the nonempty cells `c` of an `h`×`w` box: by [`least_flat8`] when they
+/// fit 8×8 (the regions of boards of up to 8 rows, and most others), else by the checker's
+/// rule.
+fn shape_of(c: u128, h: u32, w: u32) -> Shape {
+    let (corner, bh, bw) = bounding_box(c, w);
+    if bh <= 8 && bw <= 8 {
+        let (least, sh, sw) = least_flat8(restride(corner, w, bh, bw, 8) as u64);
+        return Shape { h: sh as u8, w: sw as u8, cells: restride(least as u128, 8, sh, sw, sw) };
+    }
+    cram_certificate::rules::canonical(h, w, c)
+}
+
 /// Regions largest first (the one a proof leaves without a fact is the largest).
 fn sorted(mut rs: Vec<Shape>) -> Vec<Shape> {
     rs.sort_by_key(|r| std::cmp::Reverse(r.size()));
@@ -613,6 +636,44 @@ mod tests {
         let v = solver.solve(&board, Mode::Nimber).unwrap().nimber.unwrap();
         let cert = Prover::new(&mut solver, small).prove(&board, &solution).unwrap();
         (cert, v)
+    }
+
+    /// The prover's `after` gives what the checker's `Shape::after` gives, in the same
+    /// order, on random regions of boxes from 1×1 to 128 cells (8×8 and wider, taller,
+    /// square), for every move.
+    #[test]
+    fn the_provers_regions_after_a_move_are_the_checkers() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut checked = 0;
+        for _ in 0..4000 {
+            let h = 1 + (next() % 12) as u32;
+            let w = 1 + (next() % (128 / h).min(24) as u64) as u32;
+            let n = h * w;
+            let mut cells = (next() as u128) << 64 | next() as u128;
+            cells |= (next() as u128) << 64 | next() as u128; // dense: three in four cells
+            cells &= <u128 as crate::bits::Bits>::low_mask(n);
+            if cells == 0 {
+                continue;
+            }
+            let mut largest = 0u128;
+            components(h, w, cells, |c| {
+                if c.count_ones() > largest.count_ones() {
+                    largest = c;
+                }
+            });
+            let shape = Shape::of(h, w, largest);
+            for m in shape.moves() {
+                assert_eq!(after(&shape, m), shape.after(m), "{} after {m:x}", shape.name());
+                checked += 1;
+            }
+        }
+        assert!(checked > 50_000, "{checked}");
     }
 
     #[test]
@@ -694,5 +755,39 @@ mod tests {
         cram_certificate::check(&cert.to_bytes(), 1).unwrap();
         let (full, _) = certified("4x5", 4, false);
         assert!(cert.facts.len() < full.facts.len(), "{} facts, {} for the value", cert.facts.len(), full.facts.len());
+    }
+
+    #[test]
+    fn exports_read_back_and_bombs_are_refused_quickly() {
+        let board = Board::parse("4x5").unwrap();
+        let root = Shape::of(4, 5, board.empty());
+        let mut s = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        let mut p = Prover::new(&mut s, 4);
+        p.prove_value(&root).unwrap();
+        let bytes = p.export();
+        let facts = read_export(&bytes).unwrap();
+        assert_eq!(facts.len(), p.facts());
+        assert!(facts.iter().all(|f| p.facts[&f.shape].value == f.value && p.facts[&f.shape].replies == f.replies));
+        let mut s2 = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        assert_eq!(Prover::new(&mut s2, 4).import(&bytes), Ok(facts.len()));
+        // 2 GiB of zeros in 64 KiB (16,384 blocks of 128 KiB, 4 bytes each): refused once
+        // 256 times 64 KiB plus 1 MiB are out, without reserving more.
+        let mut bomb = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (17 - 10) << 3];
+        for i in 0..16384 {
+            let header = (i + 1 == 16384) as u32 | 1 << 1 | (128 << 10) << 3;
+            bomb.extend_from_slice(&header.to_le_bytes()[..3]);
+            bomb.push(0);
+        }
+        let start = std::time::Instant::now();
+        let e = Prover::new(&mut s2, 4).import(&bomb).unwrap_err();
+        assert!(e.contains("does not decompress") && e.contains("more than"), "{e}");
+        assert!(read_export(&bomb).is_err());
+        assert!(start.elapsed().as_secs_f64() < 2.0, "{:?}", start.elapsed());
+        // Cut short, noise, a count of facts larger than the data.
+        assert!(read_export(&bytes[..bytes.len() / 2]).is_err());
+        assert!(read_export(b"noise").is_err());
+        let mut many = Vec::new();
+        cram_certificate::varint::put(&mut many, u64::MAX as u128);
+        assert!(read_export(&zstd::bulk::compress(&many, 3).unwrap()).unwrap_err().contains("malformed"));
     }
 }

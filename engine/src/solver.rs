@@ -15,19 +15,56 @@ use crate::board::Board;
 use crate::db::DbSet;
 use crate::facts::{Facts, Outcome};
 use crate::pairing::half_turn_certificate;
-use crate::region::{centre_distance, for_each_part, normalize, stays_connected, walled_cuts, AnyRegion, Region};
+use crate::question::SharedFact;
+use crate::region::{
+    centre_distance, for_each_part, normalize, option_cost, stays_connected, walled_cuts, AnyRegion, Region,
+};
 use crate::table::{AtomicTable, DenseTable, SharedTable, Table, TableStats};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// What a solve computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a solve computes. Its text form is `nimber` or `outcome`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "lowercase"))]
 pub enum Mode {
     /// The exact nimber (and so the outcome).
     Nimber,
     /// Only whether the player to move wins; the nimber is reported when it is 0.
     Outcome,
+}
+
+impl Mode {
+    /// `nimber` or `outcome`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Nimber => "nimber",
+            Mode::Outcome => "outcome",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A word that is not a mode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a mode: nimber or outcome")]
+pub struct BadMode(pub String);
+
+impl std::str::FromStr for Mode {
+    type Err = BadMode;
+
+    fn from_str(s: &str) -> Result<Mode, BadMode> {
+        match s {
+            "nimber" => Ok(Mode::Nimber),
+            "outcome" => Ok(Mode::Outcome),
+            _ => Err(BadMode(s.to_string())),
+        }
+    }
 }
 
 /// Solver settings.
@@ -313,19 +350,7 @@ pub struct Solver {
     /// What is worth telling other machines ([`Solver::set_sharing`]): facts about regions
     /// of at least this many cells that took at least this many nodes.
     sharing: Option<(u32, u64)>,
-    learned: Vec<Learned>,
-}
-
-/// A fact a search established about a large region at a high cost: what a cluster's
-/// workers share ([`Solver::set_sharing`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Learned {
-    /// The region.
-    pub region: AnyRegion,
-    /// What is known of its nimber.
-    pub facts: Facts,
-    /// The search nodes it cost.
-    pub nodes: u64,
+    learned: Vec<SharedFact>,
 }
 
 impl Solver {
@@ -363,10 +388,10 @@ impl Solver {
 
     /// The facts kept since the last call ([`Solver::set_sharing`]), one per region (the
     /// facts of a region stored several times merged).
-    pub fn take_learned(&mut self) -> Vec<Learned> {
+    pub fn take_learned(&mut self) -> Vec<SharedFact> {
         let mut all = std::mem::take(&mut self.learned);
         all.sort_by_key(|l| l.region);
-        let mut out: Vec<Learned> = Vec::with_capacity(all.len());
+        let mut out: Vec<SharedFact> = Vec::with_capacity(all.len());
         for l in all {
             match out.last_mut() {
                 Some(last) if last.region == l.region => {
@@ -564,7 +589,7 @@ impl Solver {
         B::table_mut(self).put(r.bits, r.stride, b, nodes);
         if let Some((cells, min_nodes)) = self.sharing {
             if nodes >= min_nodes && r.cells() >= cells {
-                self.learned.push(Learned { region: B::any(*r), facts: b, nodes });
+                self.learned.push(SharedFact { region: B::any(*r), facts: b, nodes });
             }
         }
     }
@@ -880,12 +905,7 @@ impl Solver {
                 }
                 let parts = &mut f.comps[start..out];
                 parts.sort_unstable_by_key(|p| std::cmp::Reverse(p.cells()));
-                // Options of one region to search before those whose smaller regions need
-                // exact values first (2xN strips: 3,220,049 nodes instead of 11,057 for
-                // 2x53 otherwise); then smaller regions first (sum of squared sizes, so
-                // splitting moves come early); then central moves.
-                let squares = parts.iter().map(|p| p.cells() * p.cells()).sum::<u32>();
-                c.cost += (((parts.len() > 1) as u32) << 31) | squares << 17;
+                c.cost = option_cost(c.cost, parts.iter().map(AnyRegion::cells));
                 c.start = start as u32;
                 c.len = (out - start) as u32;
                 f.children[kept] = c;

@@ -2,8 +2,8 @@
 //! exact value, or values it is known not to have and an upper bound.
 //!
 //! The table starts small and doubles while it is less than its memory budget, so a small
-//! solve touches little memory; at the budget it replaces, within a bucket of four slots,
-//! the entry that cost the fewest search nodes to establish.
+//! solve touches little memory; at the budget it replaces, within a bucket of eight slots
+//! (four in the 128-bit table), the entry that cost the fewest search nodes to establish.
 
 use crate::bits::Bits;
 use crate::facts::Facts;
@@ -853,7 +853,7 @@ mod tests {
         // A writer preempted while it holds a bucket: its sequence number stays odd. Readers
         // of the bucket see a miss and writers drop their facts, at once, instead of
         // spinning until the writer runs again (before the fix both spun forever: the
-        // probe below would not answer within the second).
+        // probe below would never answer; a minute is for a machine busy with other work).
         let t = Arc::new(AtomicTable::new(128));
         t.put(0, 9, 8, Facts::exact(1), 3);
         assert_eq!(t.get(0, 9, 8), Some(Facts::exact(1)));
@@ -865,7 +865,7 @@ mod tests {
             probe.put(0, 10, 8, Facts::exact(2), 3);
             let _ = tx.send(read);
         });
-        let read = rx.recv_timeout(std::time::Duration::from_secs(1)).expect("a probe of a held bucket answers");
+        let read = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("a probe of a held bucket answers");
         assert_eq!(read, None);
         t.buckets[0].seq.fetch_add(1, Ordering::Relaxed);
         assert_eq!(t.get(0, 9, 8), Some(Facts::exact(1)));

@@ -2,10 +2,13 @@
 //! proves the value a brute-force solver written here finds (every empty board up to 24
 //! cells, random positions, with and without databases and pairing; the published values
 //! of the boards of 25 to 30 cells), and every mutation of one — a fact dropped, a value
-//! changed, a byte flipped, the file cut short — is refused.
+//! changed, a byte flipped, the file cut short — is refused. Proof exports, as a cluster's
+//! workers send them, are verified one after another by a ledger, and a false or missing
+//! fact in one is refused.
 
-use cram_certificate::{check, Certificate, Claim, Rejection};
-use cram_engine::proof::Prover;
+use cram_certificate::rules::Shape;
+use cram_certificate::{check, Certificate, Claim, ExportedFact, Ledger, Rejection};
+use cram_engine::proof::{read_export, Prover};
 use cram_engine::{Board, Config, Database, DbSet, Mode, Solver};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -237,5 +240,136 @@ fn flipped_bytes_and_short_files_are_refused() {
             let len = rng.next() as usize % bytes.len();
             assert!(matches!(check(&bytes[..len], 1), Err(Rejection::Format(_))), "cut to {len} bytes");
         }
+    }
+}
+
+/// Proves the value of the region of the empty board `spec` and exports the proof.
+fn export_of(spec: &str, small: u32) -> (Shape, u8, Vec<u8>) {
+    let board = Board::parse(spec).unwrap();
+    let root = Shape::of(board.rows(), board.cols(), board.empty());
+    let mut s = solver(true, false);
+    let mut p = Prover::new(&mut s, small);
+    p.prove_value(&root).unwrap();
+    (root, Brute::new(board.rows(), board.cols()).value(board.empty()), p.export())
+}
+
+#[test]
+fn exports_of_real_solves_verify() {
+    for (spec, small) in [("3x6", 12), ("4x5", 12), ("4x5", 4), ("3x7", 8)] {
+        let (root, want, bytes) = export_of(spec, small);
+        let facts = read_export(&bytes).unwrap();
+        assert!(!facts.is_empty(), "{spec}");
+        // Exports compress little (the reader bounds a body by 256 times its compressed length).
+        let raw = cram_certificate::format::decompress_bounded(&bytes, u64::MAX).unwrap();
+        assert!(raw.len() <= 4 * bytes.len() + 64, "{spec}: {} bytes from {}", raw.len(), bytes.len());
+        let mut ledger = Ledger::new(small);
+        assert_eq!(ledger.verify(&facts), Ok(facts.len()), "{spec}, small {small}");
+        assert_eq!(ledger.value(&root), Some(want), "{spec}");
+        assert_eq!(ledger.verify(&facts), Ok(0), "{spec}: the second time nothing is new");
+    }
+}
+
+#[test]
+fn a_worker_s_exports_verify_in_the_order_it_sends_them() {
+    // Two units of one job on one search thread: the second unit's prover goes on from the
+    // first's (Proofs::sent), so its export leaves out the facts the first sent, and rests
+    // on them.
+    let small = 4;
+    let board = Board::parse("4x5").unwrap();
+    let root = Shape::of(4, 5, board.empty());
+    let moves = root.moves();
+    let (a, b) = (root.after(moves[0])[0], root.after(moves[1])[0]);
+    assert_ne!(a, b);
+    let mut s = solver(true, false);
+    let mut p = Prover::new(&mut s, small);
+    p.prove_value(&a).unwrap();
+    let first = p.export();
+    let mut proofs = p.into_proofs();
+    proofs.sent();
+    let mut p = Prover::with_proofs(&mut s, small, proofs);
+    p.prove_value(&b).unwrap();
+    let second = p.export();
+    let (first, second) = (read_export(&first).unwrap(), read_export(&second).unwrap());
+    assert!(!second.is_empty() && second.iter().all(|f| !first.iter().any(|g| g.shape == f.shape)));
+
+    let mut ledger = Ledger::new(small);
+    assert_eq!(ledger.verify(&first), Ok(first.len()));
+    assert_eq!(ledger.verify(&second), Ok(second.len()));
+    let brute = |s: &Shape| Brute::new(s.h as u32, s.w as u32).value(s.cells);
+    assert_eq!((ledger.value(&a), ledger.value(&b)), (Some(brute(&a)), Some(brute(&b))));
+    for f in first.iter().chain(&second) {
+        assert_eq!(ledger.value(&f.shape), Some(f.value));
+    }
+
+    // The second alone: refused, a fact of the first named as missing; nothing added.
+    let mut alone = Ledger::new(small);
+    let why = alone.verify(&second).unwrap_err().to_string();
+    let missing = first
+        .iter()
+        .find(|f| why.contains(&format!("{} without a fact", f.shape.name())))
+        .or_else(|| first.iter().find(|f| why.contains(&format!("{}, which has no fact", f.shape.name()))))
+        .or_else(|| first.iter().find(|f| why.contains(&format!("{} without facts", f.shape.name()))));
+    assert!(missing.is_some(), "{why}");
+    assert!(alone.is_empty());
+    // With the first's facts read back as verified (a coordinator restarted), it verifies.
+    for f in &first {
+        alone.add_verified(f.shape, f.value);
+    }
+    assert_eq!(alone.verify(&second), Ok(second.len()));
+}
+
+/// The facts of an export whose regions have no fact in it and are above `small` cells: the
+/// replies of an option leaving one of them are needed.
+fn needed_replies(facts: &[ExportedFact], small: u32) -> Vec<(usize, usize)> {
+    let has = |s: &Shape| s.size() <= small || facts.iter().any(|f| f.shape == *s);
+    let mut out = Vec::new();
+    for (i, f) in facts.iter().enumerate() {
+        let moves = f.shape.moves();
+        for (j, &(k, _)) in f.replies.iter().enumerate() {
+            if f.shape.after(moves[k as usize]).iter().any(|r| !has(r)) {
+                out.push((i, j));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_ledger_refuses_false_missing_and_wrong_facts() {
+    let small = 4;
+    let (root, _, bytes) = export_of("4x5", small);
+    let facts = read_export(&bytes).unwrap();
+    assert!(facts.len() > 20 && facts.iter().any(|f| f.shape == root), "{} facts", facts.len());
+    let refused = |facts: &[ExportedFact], what: &str| {
+        let mut ledger = Ledger::new(small);
+        let r = ledger.verify(facts);
+        assert!(matches!(r, Err(Rejection::Fact { .. })), "{what}: {r:?}");
+        assert!(ledger.is_empty(), "{what}: nothing added");
+    };
+    // Every value changed, of every fact: no false fact is accepted.
+    for i in 0..facts.len() {
+        let f = &facts[i];
+        for v in (0..=f.shape.size() as u8 / 2).filter(|&v| v != f.value) {
+            let mut changed = facts.clone();
+            changed[i].value = v;
+            refused(&changed, &format!("fact {i} as *{v}"));
+        }
+    }
+    // Every fact dropped but the root's (which no other rests on): its proof needs them all.
+    for i in (0..facts.len()).filter(|&i| facts[i].shape != root) {
+        let mut dropped = facts.clone();
+        dropped.remove(i);
+        refused(&dropped, &format!("fact {i} dropped"));
+    }
+    // A needed reply naming no move, or left out.
+    let replies = needed_replies(&facts, small);
+    assert!(!replies.is_empty());
+    for &(i, j) in &replies {
+        let mut wrong = facts.clone();
+        wrong[i].replies[j].1 = 200;
+        refused(&wrong, &format!("fact {i}'s reply {j} moved"));
+        let mut left_out = facts.clone();
+        left_out[i].replies.remove(j);
+        refused(&left_out, &format!("fact {i}'s reply {j} left out"));
     }
 }

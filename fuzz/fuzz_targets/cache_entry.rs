@@ -5,7 +5,7 @@
 
 use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
-use cram_proto::Query;
+use cram_engine::Query;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,10 +1,11 @@
 //! Event-log replay: whatever bytes a log holds, reading it either names a damaged line or
-//! gives events, and replaying those events into a scheduler never panics and leaves it
-//! able to plan, report its status and mirror its facts.
+//! gives events (a torn last line aside, every line keeps the seal chain), and replaying
+//! those events into a scheduler never panics and leaves it able to plan, search and report
+//! its status.
 #![no_main]
 
-use cram_coordinator::state::{Checks, Scheduler};
-use cram_coordinator::store::read_events;
+use cram_coordinator::events::read_events;
+use cram_coordinator::scheduler::{CheckPolicy, Scheduler};
 use cram_coordinator::top::Top;
 use cram_engine::{Board, DbSet, Mode};
 use libfuzzer_sys::fuzz_target;
@@ -18,13 +19,16 @@ fuzz_target!(|data: &[u8]| {
     }
     let board = Board::parse("3x7").expect("a board");
     let top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 1, false);
-    let checks = Checks { trust_after: 2, sample_one_in: 3 };
-    let mut sched = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), checks);
+    let mut sched = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), 1000, CheckPolicy { sample_one_in: 3, decisive: true }, false);
     sched.replay(&read.replay.events);
     let _ = sched.answer();
-    let _ = sched.index_facts();
+    let _ = sched.results_digest();
     let now = Instant::now();
-    let _ = sched.next_settlement(now + Duration::from_secs(60));
+    if let Some(q) = sched.next_search() {
+        for e in sched.searched(q, cram_engine::Facts::UNKNOWN, 1, 1) {
+            sched.apply(&e);
+        }
+    }
     let status = sched.status("3x7", Duration::from_secs(1), 0.0, now);
     let _ = serde_json::to_string(&status).expect("status serialises");
 });

@@ -5,13 +5,15 @@
 //! Input: records of [kind, length, bytes…].
 #![no_main]
 
-use cram_coordinator::service::{progress_from_pb, registration_from_pb, submission_from_pb, unit_of};
-use cram_coordinator::state::{Caller, Checks, Scheduler, Verdict};
-use cram_coordinator::store::Event;
+use cram_coordinator::scheduler::{Caller, CheckPolicy, Scheduler};
+use cram_coordinator::service::{progress_from_pb, registration_from_pb, submission_from_pb};
 use cram_coordinator::top::Top;
 use cram_engine::{Board, DbSet, Mode};
 use cram_proto::pb;
-use cram_proto::{done_from_pb, done_to_pb, facts_from_pb, region_from_pb, region_to_pb, shared_from_pb, shared_to_pb, Query};
+use cram_proto::{
+    done_from_pb, done_to_pb, facts_from_pb, query_from_pb, question_from_pb, region_from_pb, region_to_pb,
+    shared_from_pb, shared_to_pb,
+};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 use std::sync::Arc;
@@ -21,9 +23,10 @@ fuzz_target!(|data: &[u8]| {
     let board = Board::parse("3x7").expect("a board");
     let top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 1, false);
     let mut sched =
-        Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), Checks { trust_after: 1, sample_one_in: 2 });
+        Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), 1000, CheckPolicy { sample_one_in: 2, decisive: true }, false);
     let t0 = Instant::now();
-    let workers = [sched.register("a", "1", 2, t0).expect("new"), sched.register("b", "2", 1, t0).expect("new")];
+    let keys = ["aaaa", "bbbb"];
+    let workers = [sched.register(keys[0], "a", 2, t0).expect("new"), sched.register(keys[1], "b", 1, t0).expect("new")];
     let mut rest = data;
     let mut step = 0u32;
     while let [kind, len, tail @ ..] = rest {
@@ -32,21 +35,17 @@ fuzz_target!(|data: &[u8]| {
         rest = next;
         step += 1;
         let now = t0 + Duration::from_millis(u64::from(step) * 700);
-        let worker = &workers[(*kind as usize >> 4) % 2];
+        let which = (*kind as usize >> 4) % 2;
+        let worker = &workers[which];
         // As the coordinator's task does: calls of a worker it does not know change nothing.
-        if (1..=4).contains(&(kind % 12)) && sched.caller(worker, now) != Caller::Known {
+        if (1..=4).contains(&(kind % 12)) && sched.caller(keys[which], now) != Caller::Known(worker.clone()) {
             continue;
         }
         match kind % 12 {
             0 => {
                 if let Ok(m) = pb::RegisterRequest::decode(bytes) {
                     if registration_from_pb(&m).is_ok() {
-                        let _ = sched.register(
-                            if m.name.is_empty() { "worker" } else { &m.name },
-                            &m.instance,
-                            m.threads,
-                            now,
-                        );
+                        let _ = sched.register(keys[which], if m.name.is_empty() { "worker" } else { &m.name }, m.threads, now);
                     }
                 }
             }
@@ -61,30 +60,23 @@ fuzz_target!(|data: &[u8]| {
             2 => {
                 if let Ok(m) = pb::HeartbeatRequest::decode(bytes) {
                     if let Ok(units) = progress_from_pb(&m.units) {
-                        for (ask, attempt, nodes) in units {
-                            let _ = sched.heartbeat(worker, ask, attempt, nodes, now);
+                        for (unit, attempt, nodes) in units {
+                            let _ = sched.heartbeat(worker, unit, attempt, nodes, now);
                         }
                     }
                 }
             }
             3 => {
-                if let Ok(mut m) = pb::SubmitRequest::decode(bytes) {
-                    m.worker_id = worker.clone();
-                    if let Ok(s) = submission_from_pb(m) {
-                        let events = match sched.judge(&s) {
-                            Verdict::Accept(r) => vec![Event::Result(r)],
-                            Verdict::Refuse { events, .. } => events,
-                            Verdict::Ignore(_) => vec![],
-                        };
-                        for e in &events {
-                            sched.apply(e);
-                        }
+                if let Ok(m) = pb::SubmitRequest::decode(bytes) {
+                    if let Ok(mut s) = submission_from_pb(m) {
+                        s.worker = worker.clone();
+                        sched.submit_unlogged(&s, now);
                     }
                 }
             }
             4 => {
                 if let Ok(m) = pb::ReleaseRequest::decode(bytes) {
-                    if let Ok(units) = m.unit_ids.iter().map(|id| unit_of(id)).collect::<Result<Vec<_>, _>>() {
+                    if let Ok(units) = m.unit_ids.iter().map(|id| question_from_pb(id)).collect::<Result<Vec<_>, _>>() {
                         sched.release(worker, &units);
                     }
                 }
@@ -94,8 +86,8 @@ fuzz_target!(|data: &[u8]| {
                 if let Ok(m) = pb::LeaseReply::decode(bytes) {
                     match m.reply {
                         Some(pb::lease_reply::Reply::Unit(u)) => {
-                            let _ = (region_from_pb(u.region.as_ref()), Query::from_pb(u.query.as_ref()));
-                            for f in &u.known {
+                            let _ = (region_from_pb(u.region.as_ref()), query_from_pb(u.query.as_ref()));
+                            for f in &u.shared {
                                 if let Ok(l) = shared_from_pb(f) {
                                     assert_eq!(shared_from_pb(&shared_to_pb(&l, &f.origin)).expect("round trip"), l);
                                 }
@@ -124,13 +116,13 @@ fuzz_target!(|data: &[u8]| {
             }
             8 => {
                 for (unit, worker) in sched.expire(now) {
-                    assert!(!unit.is_empty() && !worker.is_empty());
+                    assert!(unit.region.cells() > 0 && !worker.is_empty());
                 }
             }
             9 => {
-                if let Some(region) = sched.next_settlement(now) {
+                if let Some(q) = sched.next_search() {
                     let value = bytes.first().copied().unwrap_or(0) % 8;
-                    for e in sched.settlement(region, value, 1, 1) {
+                    for e in sched.searched(q, cram_engine::Facts::exact(value), 1, 1) {
                         sched.apply(&e);
                     }
                 }

@@ -1,14 +1,13 @@
 //! The coordinator–worker protocol (`cram.proto`, gRPC via tonic/prost) and what both sides
 //! share: the protocol version, conversions between wire messages and engine types with
-//! validation of everything that arrives, unit names, the bearer-token check, and the
+//! validation of everything that arrives, the bearer-token check, and the
 //! Prometheus text both sides serve ([`metrics`]).
 
 #![warn(missing_docs)]
 
 use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
-use cram_engine::solver::Learned;
-use cram_engine::{Outcome, Solution};
+use cram_engine::{Outcome, Query, Question, SharedFact, Solution};
 use std::path::Path;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Status};
@@ -22,7 +21,11 @@ pub mod pb {
 }
 
 /// Bumped on every incompatible change of `cram.proto` or of what a unit means.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
+
+/// The most shared facts one result may carry: the coordinator refuses more, a worker
+/// sends its costliest.
+pub const MAX_SHARED_PER_RESULT: usize = 10_000;
 
 /// The largest message either side accepts: a certified job's results carry proofs of
 /// many megabytes (gRPC's default limit is 4 MiB).
@@ -64,7 +67,7 @@ pub fn facts_from_pb(f: Option<&pb::Facts>) -> Facts {
 }
 
 /// The wire form of a shared fact.
-pub fn shared_to_pb(l: &Learned, origin: &str) -> pb::SharedFact {
+pub fn shared_to_pb(l: &SharedFact, origin: &str) -> pb::SharedFact {
     pb::SharedFact {
         region: Some(region_to_pb(&l.region)),
         facts: Some(facts_to_pb(l.facts)),
@@ -75,13 +78,13 @@ pub fn shared_to_pb(l: &Learned, origin: &str) -> pb::SharedFact {
 
 /// A shared fact from the wire: the region must be one, and the facts must leave it a
 /// possible value (contradictory facts come only from a faulty worker).
-pub fn shared_from_pb(f: &pb::SharedFact) -> Result<Learned, Status> {
+pub fn shared_from_pb(f: &pb::SharedFact) -> Result<SharedFact, Status> {
     let region = region_from_pb(f.region.as_ref())?;
-    let facts = facts_from_pb(f.facts.as_ref());
-    if facts.is_contradictory() || facts.floor() as u32 > region.cells() / 2 {
+    let fact = SharedFact { region, facts: facts_from_pb(f.facts.as_ref()), nodes: f.nodes };
+    if !fact.is_possible() {
         return Err(Status::invalid_argument(format!("shared facts about {} leave it no value", region.key())));
     }
-    Ok(Learned { region, facts, nodes: f.nodes })
+    Ok(fact)
 }
 
 /// The wire form of a job's answer.
@@ -100,58 +103,26 @@ pub fn done_from_pb(d: &pb::Done) -> Result<Solution, Status> {
     Ok(Solution { outcome, nimber })
 }
 
-/// A work unit's question about its region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Query {
-    /// The exact nimber.
-    Nimber,
-    /// Is the nimber this value?
-    IsValue(u8),
-}
-
-impl Query {
-    /// The wire form.
-    pub fn to_pb(self) -> pb::unit::Query {
-        match self {
-            Query::Nimber => pb::unit::Query::Nimber(true),
-            Query::IsValue(k) => pb::unit::Query::IsValue(k as u32),
-        }
-    }
-
-    /// From the wire; a missing query or a value above 255 is invalid.
-    pub fn from_pb(q: Option<&pb::unit::Query>) -> Result<Query, Status> {
-        match q {
-            Some(pb::unit::Query::Nimber(_)) => Ok(Query::Nimber),
-            Some(pb::unit::Query::IsValue(k)) if *k <= 255 => Ok(Query::IsValue(*k as u8)),
-            _ => Err(Status::invalid_argument("unit without a valid query")),
-        }
-    }
-
-    /// True when `facts` answer the question.
-    pub fn answered_by(self, facts: Facts) -> bool {
-        match self {
-            Query::Nimber => facts.value().is_some(),
-            Query::IsValue(k) => facts.value().is_some() || facts.rules_out(k),
-        }
+/// The wire form of a query.
+pub fn query_to_pb(q: Query) -> pb::unit::Query {
+    match q {
+        Query::Nimber => pb::unit::Query::Nimber(true),
+        Query::IsValue(k) => pb::unit::Query::IsValue(k as u32),
     }
 }
 
-/// The name of the unit asking `query` of `region`: the same in every run, so results can
-/// be matched to units across restarts (`3x7:1fffff?2` asks "is it *2", `…=` asks the nimber).
-pub fn unit_id(region: &AnyRegion, query: Query) -> String {
-    match query {
-        Query::Nimber => format!("{}=", region.key()),
-        Query::IsValue(k) => format!("{}?{k}", region.key()),
+/// A query from the wire; a missing query or a value above 255 is invalid.
+pub fn query_from_pb(q: Option<&pb::unit::Query>) -> Result<Query, Status> {
+    match q {
+        Some(pb::unit::Query::Nimber(_)) => Ok(Query::Nimber),
+        Some(pb::unit::Query::IsValue(k)) if *k <= 255 => Ok(Query::IsValue(*k as u8)),
+        _ => Err(Status::invalid_argument("unit without a valid query")),
     }
 }
 
-/// The region and query a unit name stands for, or `None` when `id` names no unit.
-pub fn parse_unit_id(id: &str) -> Option<(AnyRegion, Query)> {
-    if let Some(key) = id.strip_suffix('=') {
-        return Some((AnyRegion::from_key(key)?, Query::Nimber));
-    }
-    let (key, k) = id.rsplit_once('?')?;
-    Some((AnyRegion::from_key(key)?, Query::IsValue(k.parse().ok()?)))
+/// The question a unit name stands for.
+pub fn question_from_pb(id: &str) -> Result<Question, Status> {
+    id.parse().map_err(|e: cram_engine::question::BadQuestion| Status::invalid_argument(e.to_string()))
 }
 
 /// Reads a token file: its content without surrounding whitespace, which must not be empty.
@@ -164,24 +135,59 @@ pub fn read_token(path: &Path) -> Result<String, String> {
     Ok(token.to_string())
 }
 
-/// A client interceptor that adds `authorization: Bearer <token>` to every request.
+/// The metadata key of a worker's secret (see cram.proto).
+pub const WORKER_SECRET: &str = "x-cram-worker";
+
+/// A worker secret: 64 random hex digits, drawn once per worker process.
+pub fn new_worker_secret() -> String {
+    rand::random::<[u8; 32]>().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The part of a worker's id its secret makes: the first 16 hex digits of the secret's
+/// SHA-256. Knowing it does not let anyone speak for the worker.
+pub fn secret_digest(secret: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, secret.as_bytes());
+    d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The calling worker, known by the secret in the request's metadata (its digest), or
+/// UNAUTHENTICATED when the request carries none that can be one (32 to 128 printable
+/// characters).
+pub fn caller_of(metadata: &tonic::metadata::MetadataMap) -> Result<String, Status> {
+    let secret = metadata.get(WORKER_SECRET).and_then(|v| v.to_str().ok());
+    match secret {
+        Some(s) if (32..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_graphic()) => Ok(secret_digest(s)),
+        _ => Err(Status::unauthenticated(format!("a worker's call must carry its secret in `{WORKER_SECRET}`"))),
+    }
+}
+
+/// A client interceptor that adds `authorization: Bearer <token>` and a worker's secret
+/// (`x-cram-worker`) to every request.
 #[derive(Clone)]
-pub struct AddToken(pub Option<MetadataValue<tonic::metadata::Ascii>>);
+pub struct AddToken {
+    token: Option<MetadataValue<tonic::metadata::Ascii>>,
+    secret: Option<MetadataValue<tonic::metadata::Ascii>>,
+}
 
 impl AddToken {
-    /// An interceptor for `token` (none: requests go out unchanged).
-    pub fn new(token: Option<&str>) -> Result<AddToken, String> {
+    /// An interceptor for `token` and a worker's `secret` (none: requests go out without).
+    pub fn new(token: Option<&str>, secret: Option<&str>) -> Result<AddToken, String> {
         let value = token
             .map(|t| format!("Bearer {t}").parse().map_err(|_| "token is not printable ASCII".to_string()))
             .transpose()?;
-        Ok(AddToken(value))
+        let secret =
+            secret.map(|s| s.parse().map_err(|_| "a worker secret is not printable ASCII".to_string())).transpose()?;
+        Ok(AddToken { token: value, secret })
     }
 }
 
 impl tonic::service::Interceptor for AddToken {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(v) = &self.0 {
+        if let Some(v) = &self.token {
             req.metadata_mut().insert("authorization", v.clone());
+        }
+        if let Some(v) = &self.secret {
+            req.metadata_mut().insert(WORKER_SECRET, v.clone());
         }
         Ok(req)
     }
@@ -201,17 +207,29 @@ pub type Client = pb::coordinator_client::CoordinatorClient<
     tonic::service::interceptor::InterceptedService<tonic::transport::Channel, AddToken>,
 >;
 
+/// How often each side of a connection pings the other, and how long it waits for the
+/// answer before it closes the connection as dead.
+pub const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The endpoint of a coordinator at `url`: plaintext for `http://`, TLS for `https://`
 /// with `tls_ca` (PEM) the certificate authority its certificate must be signed by.
 pub fn endpoint(url: &str, tls_ca: Option<&[u8]>) -> Result<tonic::transport::Endpoint, String> {
     let e = tonic::transport::Endpoint::from_shared(url.to_string())
         .map_err(|e| format!("coordinator address {url:?}: {e}"))?
         .connect_timeout(std::time::Duration::from_secs(5))
-        .timeout(std::time::Duration::from_secs(30));
+        // A connection whose peer vanished without a word (a network cut, the client's
+        // address changed, the coordinator's machine lost) is found dead by its pings and
+        // replaced on the next call; without them every call on it times out, forever.
+        .http2_keep_alive_interval(KEEPALIVE)
+        .keep_alive_timeout(KEEPALIVE)
+        .keep_alive_while_idle(true);
     match (url.starts_with("https://"), tls_ca) {
         (true, Some(ca)) => {
-            let tls =
-                tonic::transport::ClientTlsConfig::new().ca_certificate(tonic::transport::Certificate::from_pem(ca));
+            // A handshake the coordinator never finishes is given up, not waited on for as
+            // long as TCP keeps the connection.
+            let tls = tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+                .timeout(std::time::Duration::from_secs(10));
             e.tls_config(tls).map_err(|e| format!("TLS settings for {url}: {e}"))
         }
         (true, None) => Err(format!(
@@ -223,21 +241,24 @@ pub fn endpoint(url: &str, tls_ca: Option<&[u8]>) -> Result<tonic::transport::En
 }
 
 /// Connects to a coordinator at `url` now (TLS with `tls_ca`, see [`endpoint`]), adding
-/// `token` to every call.
+/// `token` to every call (a client that is not a worker: `cram status`).
 pub async fn connect(url: &str, token: Option<&str>, tls_ca: Option<&[u8]>) -> Result<Client, String> {
     let channel = endpoint(url, tls_ca)?
+        .timeout(std::time::Duration::from_secs(30))
         .connect()
         .await
         .map_err(|e| format!("cannot reach the coordinator at {url}: {}", why(&e)))?;
-    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token)?)
+    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token, None)?)
         .max_decoding_message_size(MAX_MESSAGE_BYTES))
 }
 
-/// A client for a coordinator at `url` that connects on first use and reconnects after
-/// failures (calls fail with UNAVAILABLE while the coordinator is away).
-pub fn client(url: &str, token: Option<&str>, tls_ca: Option<&[u8]>) -> Result<Client, String> {
+/// A worker's client for a coordinator at `url`, carrying `token` and the worker's
+/// `secret` on every call; it connects on first use and reconnects after failures (calls
+/// fail with UNAVAILABLE while the coordinator is away). Its calls have no time limit of
+/// their own: the worker gives each one the time it needs (a large proof takes longer).
+pub fn client(url: &str, token: Option<&str>, secret: &str, tls_ca: Option<&[u8]>) -> Result<Client, String> {
     let channel = endpoint(url, tls_ca)?.connect_lazy();
-    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token)?)
+    Ok(pb::coordinator_client::CoordinatorClient::with_interceptor(channel, AddToken::new(token, Some(secret))?)
         .max_decoding_message_size(MAX_MESSAGE_BYTES))
 }
 
@@ -360,22 +381,14 @@ mod tests {
     }
 
     #[test]
-    fn queries_and_facts() {
-        let exact = Facts::exact(3);
-        assert!(Query::Nimber.answered_by(exact) && Query::IsValue(5).answered_by(exact));
-        let mut not_two = Facts::UNKNOWN;
-        not_two.exclude(2);
-        assert!(Query::IsValue(2).answered_by(not_two) && !Query::IsValue(1).answered_by(not_two));
+    fn queries_and_facts_survive_the_wire() {
+        let not_two = Facts::excluding(2);
         assert_eq!(facts_from_pb(Some(&facts_to_pb(not_two))), not_two);
-        assert_eq!(Query::from_pb(Some(&Query::IsValue(7).to_pb())).unwrap(), Query::IsValue(7));
-        assert!(Query::from_pb(Some(&pb::unit::Query::IsValue(300))).is_err());
-        let r = AnyRegion::from_key("3x7:1fffff").unwrap();
-        for q in [Query::Nimber, Query::IsValue(0), Query::IsValue(12)] {
-            assert_eq!(parse_unit_id(&unit_id(&r, q)), Some((r, q)));
-        }
-        for bad in ["3x7:1fffff", "3x7:1fffff?", "3x7:1fffff?300", "x?1", "3x7:9=?1"] {
-            assert_eq!(parse_unit_id(bad), None, "{bad}");
-        }
+        assert_eq!(query_from_pb(Some(&query_to_pb(Query::IsValue(7)))).unwrap(), Query::IsValue(7));
+        assert!(query_from_pb(Some(&pb::unit::Query::IsValue(300))).is_err());
+        assert!(query_from_pb(None).is_err());
+        assert!(question_from_pb("3x7:1fffff?2").is_ok());
+        assert_eq!(question_from_pb("3x7:1fffff").unwrap_err().code(), tonic::Code::InvalidArgument);
     }
 
     #[test]
@@ -396,10 +409,16 @@ mod tests {
 
     #[test]
     fn tokens() {
-        let mut add = AddToken::new(Some("s3cret")).unwrap();
+        let secret = new_worker_secret();
+        let mut add = AddToken::new(Some("s3cret"), Some(&secret)).unwrap();
         let req = tonic::service::Interceptor::call(&mut add, Request::new(())).unwrap();
         assert!(has_token(&req, "s3cret"));
         assert!(!has_token(&req, "s3creT"));
         assert!(!has_token(&Request::new(()), "s3cret"));
+        // The worker is known by its secret's digest; a request without one is not a worker's.
+        assert_eq!(caller_of(req.metadata()).unwrap(), secret_digest(&secret));
+        assert_eq!(secret_digest(&secret).len(), 16);
+        assert_ne!(secret_digest(&secret), secret_digest(&new_worker_secret()));
+        assert_eq!(caller_of(Request::new(()).metadata()).unwrap_err().code(), tonic::Code::Unauthenticated);
     }
 }

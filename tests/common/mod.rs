@@ -3,6 +3,8 @@
 //! state directory's event log back.
 #![allow(dead_code)]
 
+pub mod client;
+
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -75,13 +77,37 @@ pub fn start_coordinator(dir: &Path, state: &Path, job: &str, extra: &[&str]) ->
     args.extend(extra.iter().map(|s| s.to_string()));
     let child =
         cram_cmd().args(&args).stdout(Stdio::piped()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !port_file.exists() {
-        assert!(Instant::now() < deadline, "coordinator did not start: {}", std::fs::read_to_string(&log).unwrap());
+    let mut c = Coordinator { child, url: String::new(), log };
+    assert!(serving(&mut c, &port_file), "coordinator exited before it served: {}", c.log_text());
+    c.url = format!("http://{}", std::fs::read_to_string(&port_file).unwrap());
+    c
+}
+
+/// How long a test waits for something that takes a moment on an idle machine (a process
+/// to start or to exit, a worker to hear that the job is done): long enough for a machine
+/// whose cores are all busy with other work, never a measure of speed.
+pub const PATIENCE: u64 = 120;
+
+/// Waits until the coordinator has written its port file (it is listening), or exited
+/// (false), failing after `PATIENCE`.
+fn serving(c: &mut Coordinator, port_file: &Path) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(PATIENCE);
+    loop {
+        if port_file.exists() {
+            return true;
+        }
+        if c.child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        assert!(Instant::now() < deadline, "coordinator did not start within {PATIENCE} s: {}", c.log_text());
         std::thread::sleep(Duration::from_millis(20));
     }
-    let addr = std::fs::read_to_string(&port_file).unwrap();
-    Coordinator { child, url: format!("http://{addr}"), log }
+}
+
+impl Coordinator {
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
 }
 
 pub fn start_worker(dir: &Path, url: &str, extra: &[&str]) -> (Child, PathBuf) {
@@ -187,24 +213,40 @@ pub fn status_json(url: &str, extra: &[&str]) -> Value {
     serde_json::from_str(&text(&o.stdout)).unwrap()
 }
 
-/// Starts a coordinator on a given address (to come back where workers expect it).
+/// The coordinator's status document, asked over gRPC from this process: quicker than a
+/// `cram status` process (which a busy machine can take a while to start), for polls that
+/// must see a state that may not last long.
+pub fn status_now(url: &str) -> Value {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut client = cram_proto::connect(url, None, None).await.unwrap();
+        let json = client.status(cram_proto::pb::StatusRequest {}).await.unwrap().into_inner().json;
+        serde_json::from_str(&json).unwrap()
+    })
+}
+
+/// Starts a coordinator on a given address (to come back where workers expect it), once it
+/// listens there: a start that fails (the address not yet free) is tried again.
 pub fn restart_coordinator_on(dir: &Path, state: &Path, job: &str, addr: &str, extra: &[&str]) -> Coordinator {
-    let n = std::fs::read_dir(dir).unwrap().count();
-    let log = dir.join(format!("coordinator-{n}.log"));
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let port_file = dir.join("port");
+    let deadline = Instant::now() + Duration::from_secs(PATIENCE);
     loop {
+        let _ = std::fs::remove_file(&port_file);
+        let n = std::fs::read_dir(dir).unwrap().count();
+        let log = dir.join(format!("coordinator-{n}.log"));
         let mut args = vec!["coordinator", "--listen", addr, "--job", job, "--json", "--no-db", "--linger-secs", "6"];
-        let s = state.display().to_string();
-        args.extend(["--state", &s]);
+        let (s, p) = (state.display().to_string(), port_file.display().to_string());
+        args.extend(["--state", &s, "--port-file", &p]);
         args.extend_from_slice(extra);
-        let mut child =
+        let child =
             cram_cmd().args(&args).stdout(Stdio::piped()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        match child.try_wait().unwrap() {
-            None => return Coordinator { child, url: format!("http://{addr}"), log },
-            Some(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
-            Some(s) => panic!("coordinator restart failed ({s}): {}", std::fs::read_to_string(&log).unwrap()),
+        let mut c = Coordinator { child, url: format!("http://{addr}"), log };
+        if serving(&mut c, &port_file) {
+            return c;
         }
+        let status = c.child.wait().unwrap();
+        assert!(Instant::now() < deadline, "coordinator restart failed ({status}): {}", c.log_text());
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

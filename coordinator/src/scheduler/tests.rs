@@ -1,0 +1,561 @@
+//! The scheduler's unit tests: leases and who may answer, branches, evidence (what is
+//! verified, what a verification decides), absurd results, shared facts, replays.
+
+use super::*;
+use cram_engine::{Board, Config, DbSet, Query, Solver};
+use std::sync::Arc;
+
+/// A unit's node budget in these tests.
+const BUDGET: u64 = 1000;
+
+fn scheduler_of(spec: &str, checks: CheckPolicy) -> Scheduler {
+    let top = Top::new(&Board::parse(spec).unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
+    Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, checks, false)
+}
+
+fn scheduler(checks: CheckPolicy) -> Scheduler {
+    scheduler_of("4x6", checks)
+}
+
+fn oracle() -> Solver {
+    Solver::new(&Config { tt_bytes: 16 << 20, pairing: false }, Arc::new(DbSet::default()))
+}
+
+/// The true answer to `q`, as a worker would send it.
+fn truth(q: Question) -> Facts {
+    q.query.answer_only(oracle().answer(q).unwrap())
+}
+
+/// A false answer to `q` that answers it and leaves a value.
+fn lie(q: Question) -> Facts {
+    let v = oracle().nimber(q.region).unwrap();
+    match q.query {
+        Query::IsValue(k) if k != v => Facts::exact(k),
+        _ => Facts::exact(if v == 0 { 1 } else { v - 1 }),
+    }
+}
+
+fn sub(worker: &str, unit: Question, attempt: u64, facts: Facts, finished: bool, nodes: u64) -> Submission {
+    Submission {
+        worker: worker.into(),
+        unit,
+        attempt,
+        facts,
+        finished,
+        nodes,
+        millis: 1,
+        from_cache: false,
+        proof: Vec::new(),
+        shared: Vec::new(),
+        uses: Vec::new(),
+    }
+}
+
+/// Does what the job's task does with a submission (a second after `t`), without the
+/// store; returns the verdict and the events it would log.
+fn submit_at(s: &mut Scheduler, x: Submission, t: Instant) -> (Verdict, Vec<Event>) {
+    let verdict = s.submit_unlogged(&x, t + Duration::from_secs(1));
+    let events = verdict.events();
+    (verdict, events)
+}
+
+fn submit(s: &mut Scheduler, x: Submission) -> (Verdict, Vec<Event>) {
+    let t = s.since;
+    submit_at(s, x, t)
+}
+
+fn unit(s: &mut Scheduler, worker: &str, slot: u32, t: Instant) -> (Question, u64) {
+    match s.lease(worker, slot, t) {
+        LeaseOutcome::Unit(a, n) => (a, n),
+        other => panic!("no unit for {worker}: {other:?}"),
+    }
+}
+
+/// Makes the coordinator's own searches due now, logging their events; returns them.
+fn search_all(s: &mut Scheduler) -> Vec<Event> {
+    let mut log = Vec::new();
+    while let Some(q) = s.next_search() {
+        for e in s.searched(q, truth(q), 100, 1) {
+            s.apply(&e);
+            log.push(e);
+        }
+    }
+    log
+}
+
+/// A worker is given no more units at once than the threads it registered with, and none
+/// for a thread it does not have: one identity cannot hoard the free units.
+#[test]
+fn a_worker_holds_no_more_units_than_its_threads() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 2, t0).unwrap();
+    let (u1, k1) = unit(&mut s, &a, 0, t0);
+    unit(&mut s, &a, 1, t0);
+    assert!(matches!(s.lease(&a, 0, t0), LeaseOutcome::Wait), "two threads, two units");
+    assert!(matches!(s.lease(&a, 2, t0), LeaseOutcome::Wait), "no thread 2");
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    assert!(matches!(s.lease(&b, 0, t0), LeaseOutcome::Unit(..)), "the others' units are still free");
+    // A unit answered frees its thread for the next.
+    submit(&mut s, sub(&a, u1, k1, truth(u1), true, 9));
+    assert!(matches!(s.lease(&a, 0, t0), LeaseOutcome::Unit(..) | LeaseOutcome::Done(_)));
+}
+
+#[test]
+fn leases_expire_are_reissued_with_a_new_attempt_and_results_count_once() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    let (u1, 1) = unit(&mut s, &a, 0, t0) else { panic!() };
+    let (u2, 1) = unit(&mut s, &b, 0, t0) else { panic!() };
+    assert_ne!(u1, u2, "two workers get different units");
+    // Progress extends a lease; without it the lease expires.
+    assert!(s.heartbeat(&a, u1, 1, 100, t0 + Duration::from_secs(8)));
+    let expired = s.expire(t0 + Duration::from_secs(11));
+    assert_eq!(expired, vec![(u2, b.clone())]);
+    // The expired unit goes to a new asker with attempt 2 (a keeps to its own branch);
+    // the old holder is cancelled.
+    let c = s.register("cc", "c", 1, t0).unwrap();
+    let (again, 2) = unit(&mut s, &c, 0, t0 + Duration::from_secs(12)) else { panic!() };
+    assert_eq!(again, u2);
+    assert!(!s.heartbeat(&b, u2, 1, 500, t0 + Duration::from_secs(12)));
+    // One result per unit: the late one of the expired attempt changes nothing.
+    assert!(matches!(submit(&mut s, sub(&c, u2, 2, truth(u2), true, 10)).0, Verdict::Accept(_)));
+    assert!(matches!(submit(&mut s, sub(&b, u2, 1, truth(u2), true, 10)).0, Verdict::Ignore(_)));
+    assert_eq!((s.counters.done, s.counters.duplicates), (1, 1));
+}
+
+#[test]
+fn results_count_only_from_the_worker_and_attempt_a_unit_was_leased_to() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    let (u, 1) = unit(&mut s, &a, 0, t0) else { panic!() };
+    // After the adoption period of the run: another worker, another attempt, a unit never
+    // leased: all ignored, nothing logged.
+    let later = t0 + Duration::from_secs(60);
+    for x in [sub(&b, u, 1, truth(u), true, 10), sub(&a, u, 2, truth(u), true, 10)] {
+        let (v, events) = submit_at(&mut s, x, later);
+        assert!(matches!(v, Verdict::Ignore(_)) && events.is_empty(), "{v:?}");
+    }
+    let root = Question::nimber(cram_engine::solver::board_regions(&Board::parse("4x6").unwrap()).0[0]);
+    let (v, _) = submit_at(&mut s, sub(&b, root, 1, Facts::exact(0), true, 10), later);
+    assert!(matches!(v, Verdict::Ignore(_)), "a root answer nobody asked for: {v:?}");
+    assert_eq!(s.counters.done, 0);
+    assert!(matches!(submit_at(&mut s, sub(&a, u, 1, truth(u), true, 10), later).0, Verdict::Accept(_)));
+}
+
+#[test]
+fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let open: Vec<Question> = {
+        s.refresh();
+        s.frontier.open.iter().map(|(q, _)| *q).collect()
+    };
+    // A worker still searching a unit of the previous run keeps it, by heartbeat or result.
+    assert!(s.heartbeat(&a, open[0], 7, 100, t0 + Duration::from_secs(1)));
+    assert!(matches!(submit(&mut s, sub(&a, open[1], 3, truth(open[1]), true, 10)).0, Verdict::Accept(_)));
+    // After the first lease period, nobody adopts anything.
+    let late = t0 + Duration::from_secs(11);
+    assert!(!s.heartbeat(&a, open[2], 4, 100, late));
+    assert!(matches!(submit_at(&mut s, sub(&a, open[2], 4, truth(open[2]), true, 10), late).0, Verdict::Ignore(_)));
+}
+
+#[test]
+fn a_thread_keeps_to_its_branch_and_threads_spread_over_branches() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 2, t0).unwrap();
+    let (first, _) = unit(&mut s, &a, 0, t0);
+    let (second, _) = unit(&mut s, &a, 1, t0);
+    let branch = |u: &Question, s: &Scheduler| s.frontier.open.iter().find(|(x, _)| x == u).map(|(_, b)| *b).unwrap();
+    assert_ne!(branch(&first, &s), branch(&second, &s), "two threads, two branches");
+    submit(&mut s, sub(&a, first, 1, Facts::UNKNOWN, false, BUDGET));
+    let b0 = branch(&second, &s);
+    let (next, _) = unit(&mut s, &a, 1, t0);
+    assert_eq!(branch(&next, &s), b0, "thread 1 stays on its branch");
+}
+
+#[test]
+fn released_units_go_back_at_once_and_decided_ones_are_cancelled() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 2, t0).unwrap();
+    let (u1, _) = unit(&mut s, &a, 0, t0);
+    assert_eq!(s.release(&a, &[]), 1);
+    let (u1_again, 2) = unit(&mut s, &a, 0, t0) else { panic!() };
+    assert_eq!(u1, u1_again);
+    // The region decided another way makes its lease useless.
+    let q = Question::nimber(u1.region);
+    for e in s.searched(q, truth(q), 1, 1) {
+        s.apply(&e);
+    }
+    assert!(!s.heartbeat(&a, u1, 2, 50, t0));
+    assert_eq!(s.counters.cancelled, 1);
+}
+
+#[test]
+fn once_the_answer_is_known_every_unit_stops() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, 1) = unit(&mut s, &a, 0, t0) else { panic!() };
+    let (regions, _) = cram_engine::solver::board_regions(&Board::parse("4x6").unwrap());
+    let whole = Question::nimber(regions[0]);
+    for e in s.searched(whole, truth(whole), 1, 1) {
+        s.apply(&e);
+    }
+    assert!(s.answer().is_some());
+    assert!(!s.heartbeat(&a, u, 1, 50, t0), "a unit still searched after the answer is stopped");
+    assert!(matches!(s.lease(&a, 0, t0), LeaseOutcome::Done(_)));
+}
+
+#[test]
+fn a_logged_answer_stays_when_a_false_result_arrives_after_it() {
+    let t0 = Instant::now();
+    let run = |decide: bool| {
+        let mut s = scheduler(CheckPolicy::NONE);
+        let a = s.register("aa", "a", 1, t0).unwrap();
+        let liar = s.register("11", "liar", 1, t0).unwrap();
+        // Every unit answered truly: the answer.
+        let mut n = 0;
+        while s.answer().is_none() {
+            let since = s.since;
+            let (u, k) = unit(&mut s, &a, 0, since);
+            submit(&mut s, sub(&a, u, k, truth(u), true, 1));
+            n += 1;
+            assert!(n < 10_000);
+        }
+        let answer = s.answer().expect("answered");
+        if decide {
+            s.decide(answer);
+        }
+        // After the answer: a false result that contradicts what is held, on a question
+        // the liar was given, to be decided by search.
+        let (q, _, f) = s.ledger.held().next().unwrap();
+        let contra = match f.value() {
+            Some(v) => Facts::exact(if v == 0 { 1 } else { v - 1 }),
+            None => Facts::exact(f.excluded.trailing_zeros() as u8),
+        };
+        let nq = Question::nimber(q.region);
+        let k = s.units.grant(nq, &liar, 0, None, t0);
+        let (verdict, _) = submit(&mut s, sub(&liar, nq, k, contra, true, 1));
+        (answer, verdict, s.answer(), s.lease(&a, 0, t0))
+    };
+    let (_, verdict, undecided, _) = run(false);
+    assert!(matches!(verdict, Verdict::Refuse { disconnect: false, .. }), "{verdict:?}");
+    assert_eq!(undecided, None, "a dispute takes back an answer not yet logged");
+    let (answer, _, after, lease) = run(true);
+    assert_eq!(after, Some(answer));
+    assert!(matches!(lease, LeaseOutcome::Done(a) if a == answer), "{lease:?}");
+}
+
+#[test]
+fn a_worker_keeps_its_id_across_coordinator_runs_and_pending_excludes_leased() {
+    let t0 = Instant::now();
+    let (mut before, mut after) = (scheduler(CheckPolicy::NONE), scheduler(CheckPolicy::NONE));
+    assert_eq!(before.register("ab12", "w", 1, t0), after.register("ab12", "w", 1, t0));
+    assert_ne!(after.register("ab12", "w", 1, t0), after.register("cd34", "w", 1, t0));
+    assert_eq!(after.caller("ab12", t0), Caller::Known("w#ab12".into()));
+    assert_eq!(after.caller("ffff", t0), Caller::Unknown);
+    let a = after.register("aa", "a", 1, t0).unwrap();
+    let (pending, leased) = after.pending_and_leased();
+    assert_eq!(leased, 0);
+    unit(&mut after, &a, 0, t0);
+    assert_eq!(after.pending_and_leased(), (pending - 1, 1));
+}
+
+#[test]
+fn a_stale_unfinished_result_does_not_drop_the_live_attempts_answer() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, 1) = unit(&mut s, &a, 0, t0) else { panic!() };
+    s.expire(t0 + Duration::from_secs(11));
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    let (again, 2) = unit(&mut s, &b, 0, t0 + Duration::from_secs(11)) else { panic!() };
+    assert_eq!(again, u);
+    // Attempt 1 ran out of budget after its lease expired; attempt 2 finishes.
+    let late = t0 + Duration::from_secs(12);
+    assert!(matches!(submit_at(&mut s, sub(&a, u, 1, Facts::UNKNOWN, false, BUDGET), late).0, Verdict::Ignore(_)));
+    assert!(matches!(submit_at(&mut s, sub(&b, u, 2, truth(u), true, 10), late).0, Verdict::Accept(_)));
+    assert!(s.top_mut().answers(&u), "the finished answer was kept");
+    assert_eq!((s.counters.done, s.counters.split), (1, 0));
+}
+
+#[test]
+fn unfinished_results_that_searched_too_little_are_struck_and_three_disconnect() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let honest = s.register("bb", "b", 1, t0).unwrap();
+    for strike in 1..=3 {
+        let (u, k) = unit(&mut s, &a, 0, t0);
+        let (v, events) = submit(&mut s, sub(&a, u, k, Facts::UNKNOWN, false, BUDGET - 1));
+        let Verdict::Refuse { disconnect, .. } = v else { panic!("{v:?}") };
+        assert_eq!(disconnect, strike == 3, "strike {strike}");
+        assert_eq!(events.len(), usize::from(strike == 3));
+        assert!(s.units.get(&u).unwrap().lease.is_none(), "the unit goes to another worker");
+    }
+    assert!(matches!(s.caller("aa", t0), Caller::Distrusted(_)));
+    assert_eq!(s.counters.split, 0, "no unit was split");
+    // One that spent its budget splits its unit.
+    let (u, k) = unit(&mut s, &honest, 0, t0);
+    assert!(matches!(submit(&mut s, sub(&honest, u, k, Facts::UNKNOWN, false, BUDGET)).0, Verdict::Accept(_)));
+    assert_eq!(s.counters.split, 1);
+}
+
+#[test]
+fn node_counts_saturate() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 2, t0).unwrap();
+    let (u1, 1) = unit(&mut s, &a, 0, t0) else { panic!() };
+    let (u2, 1) = unit(&mut s, &a, 1, t0) else { panic!() };
+    assert!(s.heartbeat(&a, u1, 1, u64::MAX, t0));
+    assert!(s.heartbeat(&a, u2, 1, u64::MAX, t0));
+    assert_eq!(s.in_flight_nodes(), u64::MAX);
+    for u in [u1, u2] {
+        submit(&mut s, sub(&a, u, 1, Facts::UNKNOWN, false, u64::MAX));
+    }
+    assert_eq!(s.nodes, u64::MAX);
+    let status = s.status("4x6", Duration::from_secs(1), 0.0, t0);
+    assert_eq!(status.workers[0].nodes, u64::MAX);
+}
+
+#[test]
+fn a_duplicated_log_line_counts_once() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 2, t0).unwrap();
+    let (split, 1) = unit(&mut s, &a, 0, t0) else { panic!() };
+    let (done, 1) = unit(&mut s, &a, 1, t0) else { panic!() };
+    let (_, mut log) = submit(&mut s, sub(&a, split, 1, Facts::UNKNOWN, false, BUDGET));
+    log.extend(submit(&mut s, sub(&a, done, 1, truth(done), true, 500)).1);
+    // Each line twice, as a log written twice over would hold it.
+    let doubled: Vec<Event> = log.iter().flat_map(|e| [e.clone(), e.clone()]).collect();
+    let mut replayed = scheduler(CheckPolicy::NONE);
+    replayed.replay(&doubled);
+    let c = &replayed.counters;
+    assert_eq!((c.done, c.split, replayed.nodes), (1, 1, BUDGET + 500));
+}
+
+#[test]
+fn decisive_results_are_always_verified_and_the_answer_waits_for_it() {
+    // At split depth 1 every unit is a first move's region: decisive.
+    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 1, false);
+    let policy = CheckPolicy { sample_one_in: 0, decisive: true };
+    let mut s = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, policy, false);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let mut log = Vec::new();
+    while !matches!(s.lease(&a, 0, t0), LeaseOutcome::Wait | LeaseOutcome::Done(_)) {}
+    for _ in 0..10_000 {
+        let held: Vec<Question> = s.units.held_by(&a).collect();
+        if held.is_empty() {
+            break;
+        }
+        for u in held {
+            let attempt = s.units.get(&u).unwrap().attempt;
+            let (v, events) = submit(&mut s, sub(&a, u, attempt, truth(u), true, 1));
+            let Verdict::Accept(r) = v else { panic!("{v:?}") };
+            assert!(r.verify, "{u} decides a first move");
+            log.extend(events);
+        }
+        while !matches!(s.lease(&a, 0, t0), LeaseOutcome::Wait | LeaseOutcome::Done(_)) {}
+    }
+    assert_eq!(s.answer(), None, "no answer before the verifications");
+    log.extend(search_all(&mut s));
+    let answer = s.answer().expect("verified: the answer");
+    assert_eq!(Some(answer), oracle().solve(&Board::parse("4x6").unwrap(), Mode::Nimber).ok());
+    // A replay reaches the same: nothing left to verify.
+    let mut r = Scheduler::new(
+        Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 1, false),
+        Mode::Nimber,
+        Duration::from_secs(10),
+        BUDGET,
+        policy,
+        false,
+    );
+    r.replay(&log);
+    assert_eq!(r.answer(), Some(answer));
+}
+
+#[test]
+fn a_false_result_chosen_for_verification_is_caught_and_everything_of_its_worker_falls() {
+    // Every result verified.
+    let mut s = scheduler(CheckPolicy { sample_one_in: 1, decisive: true });
+    let t0 = s.since;
+    let liar = s.register("11", "liar", 2, t0).unwrap();
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &liar, 0, t0);
+    let (good, j) = unit(&mut s, &liar, 1, t0);
+    let mut log = submit(&mut s, sub(&liar, u, k, lie(u), true, 9)).1;
+    log.extend(submit(&mut s, sub(&liar, good, j, truth(good), true, 9)).1);
+    assert!(matches!(&log[..], [Event::Result(a), Event::Result(b)] if a.verify && b.verify), "{log:?}");
+    assert_eq!(s.answer(), None);
+    let found = search_all(&mut s);
+    assert!(
+        found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == liar)),
+        "the liar is found out: {found:?}"
+    );
+    log.extend(found);
+    assert!(matches!(s.caller("11", t0), Caller::Distrusted(_)));
+    assert!(s.register("11", "liar-again", 1, t0).is_err(), "a distrusted worker cannot come back under any name");
+    assert!(!s.ledger.is_answered(&good), "its true results fall too");
+    assert_eq!(s.caller("22", t0), Caller::Known(honest));
+    // A restarted coordinator reaches the same state from the log.
+    let mut r = scheduler(CheckPolicy { sample_one_in: 1, decisive: true });
+    r.replay(&log);
+    assert!(r.workers.is_distrusted(&liar) && !r.ledger.is_answered(&good));
+    assert_eq!(r.results_digest(), s.results_digest());
+}
+
+#[test]
+fn a_result_that_contradicts_held_facts_is_decided_by_the_coordinators_search() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let liar = s.register("11", "liar", 1, t0).unwrap();
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    // The liar's false answer is held (not sampled); the honest worker, given the region's
+    // exact value, answers truly: that contradicts what is held.
+    let (u, k) = unit(&mut s, &liar, 0, t0);
+    let mut log = submit(&mut s, sub(&liar, u, k, lie(u), true, 9)).1;
+    let nq = Question::nimber(u.region);
+    let j = s.units.grant(nq, &honest, 0, None, t0);
+    let (v, events) = submit(&mut s, sub(&honest, nq, j, truth(nq), true, 9));
+    assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }), "no proof of a fault yet: {v:?}");
+    log.extend(events);
+    assert_eq!(s.answer(), None);
+    log.extend(search_all(&mut s));
+    assert!(s.workers.is_distrusted(&liar) && !s.workers.is_distrusted(&honest), "{log:?}");
+}
+
+#[test]
+fn of_a_result_only_the_answer_to_its_question_is_used() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &a, 0, t0);
+    let v = oracle().nimber(u.region).unwrap();
+    // "g ≠ v+1" would be true; "g = 0" rides along (false when v > 0): only the answer to
+    // the question asked is held.
+    let asked = match u.query {
+        Query::IsValue(j) if j != v => j,
+        _ => return,
+    };
+    let extra = Facts { excluded: 1 << asked, upper: 0 };
+    assert!(matches!(submit(&mut s, sub(&a, u, k, extra, true, 1)).0, Verdict::Accept(_)));
+    let held = s.top_mut().held(&u.region);
+    assert!(held.rules_out(asked) && held.upper > 0, "{held:?}");
+}
+
+#[test]
+fn an_impossible_result_disconnects_its_worker_at_once() {
+    let t0 = Instant::now();
+    let mut s = scheduler(CheckPolicy::NONE);
+    let (u, _) = {
+        let a = s.register("aa", "a", 1, t0).unwrap();
+        unit(&mut s, &a, 0, t0)
+    };
+    let cells = u.region.cells() as u8;
+    for bad in [Facts { excluded: 0b111, upper: 2 }, Facts::exact(cells / 2 + 1), Facts::UNKNOWN] {
+        let mut s = scheduler(CheckPolicy::NONE);
+        let since = s.since;
+        let a = s.register("aa", "a", 1, since).unwrap();
+        let (u, k) = unit(&mut s, &a, 0, since);
+        let (verdict, events) = submit(&mut s, sub(&a, u, k, bad, true, 1));
+        assert!(matches!(verdict, Verdict::Refuse { disconnect: true, .. }), "{bad:?}: {verdict:?}");
+        assert!(matches!(&events[..], [Event::Refused(_), Event::Distrust { .. }]));
+        assert!(matches!(s.caller("aa", s.since), Caller::Distrusted(_)));
+    }
+}
+
+/// A fact a worker would share: `facts` of one of `q`'s region's options.
+fn option_fact(q: Question, facts: impl Fn(u8) -> Facts) -> SharedFact {
+    let child = cram_engine::options::options(&q.region).into_iter().find(|c| c.regions[0].cells() > 16).unwrap();
+    let region = child.regions[0];
+    SharedFact { region, facts: facts(oracle().nimber(region).unwrap()), nodes: 500 }
+}
+
+#[test]
+fn shared_facts_go_to_the_others_only_once_verified_and_a_false_one_shows_its_origin_wrong() {
+    let mut s = scheduler_of("4x8", CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    let liar = s.register("11", "liar", 1, t0).unwrap();
+    let (ua, na) = unit(&mut s, &a, 0, t0);
+    let fact = option_fact(ua, Facts::exact);
+    let mut x = sub(&a, ua, na, truth(ua), true, 10);
+    x.shared = vec![fact];
+    submit(&mut s, x);
+    assert_eq!(s.counters.facts_shared, 1);
+    assert!(s.shared_for(&b, 10).is_empty(), "not verified yet");
+    search_all(&mut s);
+    assert!(s.shared_for(&a, 10).is_empty(), "never back to its origin");
+    assert_eq!(s.shared_for(&b, 10), vec![(fact, a.clone())]);
+    assert!(s.shared_for(&b, 10).is_empty(), "sent once");
+    // A false shared fact: its origin is distrusted by the verification, and what it
+    // answered falls.
+    let (ul, nl) = unit(&mut s, &liar, 0, t0);
+    let false_fact = option_fact(ul, |v| Facts::exact(v ^ 1));
+    let mut y = sub(&liar, ul, nl, truth(ul), true, 10);
+    y.shared = vec![false_fact];
+    submit(&mut s, y);
+    if false_fact.region != fact.region {
+        let found = search_all(&mut s);
+        assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == liar)), "{found:?}");
+        assert!(!s.ledger.is_answered(&ul));
+        assert!(s.shared_for(&b, 10).is_empty(), "the false fact never went out");
+    }
+}
+
+#[test]
+fn a_shared_fact_against_what_is_certain_disconnects_its_worker() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, n) = unit(&mut s, &a, 0, t0);
+    // Regions of up to 16 cells are certain to the coordinator: lie about one.
+    let small = cram_engine::region::AnyRegion::from_key("2x5:3ff").unwrap();
+    let fact = SharedFact { region: small, facts: Facts::exact(oracle().nimber(small).unwrap() ^ 1), nodes: 500 };
+    let mut x = sub(&a, u, n, truth(u), true, 10);
+    x.shared = vec![fact];
+    let (verdict, events) = submit(&mut s, x);
+    assert!(matches!(verdict, Verdict::Refuse { disconnect: true, .. }), "{verdict:?}");
+    assert!(matches!(&events[..], [Event::Refused(_), Event::Distrust { .. }]));
+    assert_eq!(s.counters.facts_shared, 0);
+}
+
+#[test]
+fn the_sample_is_drawn_not_computed() {
+    // One in two: over 200 draws both outcomes appear (a hash of names would give one).
+    let p = CheckPolicy { sample_one_in: 2, decisive: true };
+    let draws: Vec<bool> = (0..200).map(|_| p.draw(false)).collect();
+    assert!(draws.iter().any(|&d| d) && draws.iter().any(|&d| !d));
+    assert!(p.draw(true) && CheckPolicy::DEFAULT.draw(true));
+    assert!(!CheckPolicy::NONE.draw(true) && !CheckPolicy::NONE.draw(false));
+}
+
+#[test]
+fn a_result_on_a_question_the_coordinator_searched_already_waits_for_nothing() {
+    let mut s = scheduler(CheckPolicy { sample_one_in: 1, decisive: true });
+    let t0 = s.since;
+    let liar = s.register("11", "liar", 1, t0).unwrap();
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    // The liar's answer is verified and found false: its unit goes back, to the honest one.
+    let (u, k) = unit(&mut s, &liar, 0, t0);
+    submit(&mut s, sub(&liar, u, k, lie(u), true, 9));
+    search_all(&mut s);
+    assert!(s.workers.is_distrusted(&liar));
+    // A late answer to the same question (the honest worker had it leased too).
+    let j = s.units.grant(u, &honest, 0, None, t0);
+    let (v, _) = submit(&mut s, sub(&honest, u, j, truth(u), true, 9));
+    assert!(matches!(v, Verdict::Accept(ref r) if !r.verify), "searched already: {v:?}");
+    assert!(s.ledger.awaiting().is_empty() && s.next_search().is_none());
+}

@@ -1,0 +1,255 @@
+//! Units and leases: for every unit a worker was ever given, its attempt number, every
+//! attempt handed out and to whom (a result is taken only from a worker that was given the
+//! unit, under an attempt it was given), whether an unfinished result split it, who holds it
+//! now (worker, attempt, deadline, nodes so far) and which workers had a result on it
+//! refused; and for every worker thread, the branch of the top it worked on last. Nothing
+//! here is logged: after a restart leases start afresh, and for one lease period
+//! heartbeats and results may adopt the units workers are still searching.
+
+use crate::top::Branch;
+use cram_engine::Question;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// A unit held by a worker.
+#[derive(Debug)]
+pub struct Lease {
+    /// The branch of the top the unit was handed out for (none: adopted).
+    pub branch: Option<Branch>,
+    /// The worker holding it.
+    pub worker: String,
+    /// The attempt number it holds.
+    pub attempt: u64,
+    /// When it was handed out; none when it was adopted (searched since before a restart).
+    pub since: Option<Instant>,
+    /// When it expires without a heartbeat that shows progress.
+    pub deadline: Instant,
+    /// Nodes searched so far (from heartbeats).
+    pub nodes: u64,
+}
+
+/// One unit's state.
+#[derive(Debug, Default)]
+pub struct Unit {
+    /// The last attempt number handed out.
+    pub attempt: u64,
+    /// An unfinished result split it.
+    pub split: bool,
+    /// Who holds it now.
+    pub lease: Option<Lease>,
+    /// Workers whose result for it was refused: it goes to others.
+    pub refused: HashSet<String>,
+    /// Every (worker, attempt) it was handed out under (or adopted by) in this run.
+    pub grants: Vec<(String, u64)>,
+}
+
+/// Every unit handed out, and the branch each worker thread is on.
+pub struct Units {
+    units: HashMap<Question, Unit>,
+    /// The branch each worker thread (worker id, slot) worked on last.
+    affinity: HashMap<(String, u32), Branch>,
+    lease: Duration,
+}
+
+impl Units {
+    /// No unit yet; leases of `lease` length.
+    pub fn new(lease: Duration) -> Units {
+        Units { units: HashMap::new(), affinity: HashMap::new(), lease }
+    }
+
+    /// The lease length.
+    pub fn lease_length(&self) -> Duration {
+        self.lease
+    }
+
+    /// The unit, if it was ever handed out or answered.
+    pub fn get(&self, q: &Question) -> Option<&Unit> {
+        self.units.get(q)
+    }
+
+    /// The unit, made when new.
+    pub fn entry(&mut self, q: Question) -> &mut Unit {
+        self.units.entry(q).or_default()
+    }
+
+    /// True when an unfinished result split `q`.
+    pub fn is_split(&self, q: &Question) -> bool {
+        self.units.get(q).is_some_and(|u| u.split)
+    }
+
+    /// True when nobody holds `q` and it was not split.
+    pub fn is_free(&self, q: &Question) -> bool {
+        self.units.get(q).is_none_or(|u| !u.split && u.lease.is_none())
+    }
+
+    /// True when nobody holds `q`.
+    pub fn is_unleased(&self, q: &Question) -> bool {
+        self.units.get(q).is_none_or(|u| u.lease.is_none())
+    }
+
+    /// True when a result of `worker` on `q` was refused.
+    pub fn refused(&self, q: &Question, worker: &str) -> bool {
+        self.units.get(q).is_some_and(|u| u.refused.contains(worker))
+    }
+
+    /// Drops the lease on `q`, if any.
+    pub fn drop_lease(&mut self, q: &Question) -> Option<Lease> {
+        self.units.get_mut(q).and_then(|u| u.lease.take())
+    }
+
+    /// Drops the lease `worker` holds on `q`, if it holds it.
+    pub fn drop_lease_of(&mut self, q: &Question, worker: &str) {
+        if let Some(u) = self.units.get_mut(q).filter(|u| u.lease.as_ref().is_some_and(|l| l.worker == worker)) {
+            u.lease = None;
+        }
+    }
+
+    /// Forgets a worker found wrong: its leases go back, and every refusal is forgotten
+    /// (they may have been its fault).
+    pub fn forget_distrusted(&mut self, worker: &str) {
+        for unit in self.units.values_mut() {
+            if unit.lease.as_ref().is_some_and(|l| l.worker == worker) {
+                unit.lease = None;
+            }
+            unit.refused.clear();
+        }
+        self.forget_worker(worker);
+    }
+
+    /// The branch thread `slot` of `worker` worked on last.
+    pub fn affinity(&self, worker: &str, slot: u32) -> Option<Branch> {
+        self.affinity.get(&(worker.to_string(), slot)).copied()
+    }
+
+    /// Hands `q` to thread `slot` of `worker` under the next attempt number, which it
+    /// returns.
+    pub fn grant(&mut self, q: Question, worker: &str, slot: u32, branch: Option<Branch>, now: Instant) -> u64 {
+        if let Some(b) = branch {
+            self.affinity.insert((worker.to_string(), slot), b);
+        }
+        let deadline = now + self.lease;
+        let unit = self.units.entry(q).or_default();
+        unit.attempt += 1;
+        unit.lease = Some(Lease {
+            branch,
+            worker: worker.to_string(),
+            attempt: unit.attempt,
+            since: Some(now),
+            deadline,
+            nodes: 0,
+        });
+        unit.grants.push((worker.to_string(), unit.attempt));
+        unit.attempt
+    }
+
+    /// True when `q` was handed to `worker` under `attempt` in this run.
+    pub fn granted(&self, q: &Question, worker: &str, attempt: u64) -> bool {
+        self.units.get(q).is_some_and(|u| u.grants.iter().any(|(w, a)| w == worker && *a == attempt))
+    }
+
+    /// Gives `q`, which nobody holds, to `worker` under the attempt it searches it with (it
+    /// was leased before a coordinator restart); false when someone holds it.
+    pub fn adopt(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, now: Instant) -> bool {
+        let deadline = now + self.lease;
+        let unit = self.units.entry(q).or_default();
+        if unit.lease.is_some() || unit.split {
+            return false;
+        }
+        unit.attempt = unit.attempt.max(attempt);
+        unit.lease = Some(Lease { branch: None, worker: worker.to_string(), attempt, since: None, deadline, nodes });
+        unit.grants.push((worker.to_string(), attempt));
+        tracing::info!(unit = %q, worker, attempt, "adopted a unit the worker was already searching");
+        true
+    }
+
+    /// A heartbeat of `worker` for attempt `attempt` of `q`, which still matters: extends
+    /// the lease while nodes grow. False when the worker should stop (split, not its lease,
+    /// or nobody's: see [`Units::adopt`]).
+    pub fn heartbeat(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, now: Instant) -> bool {
+        let lease = self.lease;
+        let Some(unit) = self.units.get_mut(&q) else { return false };
+        if unit.split {
+            return false;
+        }
+        match &mut unit.lease {
+            Some(l) if l.worker == worker && l.attempt == attempt => {
+                if nodes > l.nodes {
+                    l.deadline = now + lease;
+                    l.nodes = nodes;
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The branch the lease on `q` was handed out for.
+    pub fn branch_of(&self, q: &Question) -> Option<Branch> {
+        self.units.get(q).and_then(|u| u.lease.as_ref()).and_then(|l| l.branch)
+    }
+
+    /// Frees the leases `worker` holds on `qs` (all of them when empty); returns how many.
+    pub fn release(&mut self, worker: &str, qs: &[Question]) -> u32 {
+        let mut n = 0;
+        let mut release = |unit: &mut Unit| {
+            if unit.lease.as_ref().is_some_and(|l| l.worker == worker) {
+                unit.lease = None;
+                n += 1;
+            }
+        };
+        if qs.is_empty() {
+            self.units.values_mut().for_each(release);
+        } else {
+            let qs: HashSet<&Question> = qs.iter().collect();
+            for q in qs {
+                if let Some(unit) = self.units.get_mut(q) {
+                    release(unit);
+                }
+            }
+        }
+        n
+    }
+
+    /// Forgets which branch the threads of `worker` were on.
+    pub fn forget_worker(&mut self, worker: &str) {
+        self.affinity.retain(|(w, _), _| w != worker);
+    }
+
+    /// Keeps the branches of the threads of workers `alive` says are.
+    pub fn keep_workers(&mut self, alive: impl Fn(&str) -> bool) {
+        self.affinity.retain(|(id, _), _| alive(id));
+    }
+
+    /// Expires overdue leases (their units go back to the pool); returns the expired
+    /// `(unit, worker)` pairs.
+    pub fn expire(&mut self, now: Instant) -> Vec<(Question, String)> {
+        let mut out = Vec::new();
+        for (q, unit) in self.units.iter_mut() {
+            if unit.lease.as_ref().is_some_and(|l| l.deadline <= now) {
+                let l = unit.lease.take().expect("checked above");
+                out.push((*q, l.worker));
+            }
+        }
+        out
+    }
+
+    /// Nodes searched so far in units still leased (from heartbeats).
+    pub fn in_flight_nodes(&self) -> u64 {
+        self.units.values().filter_map(|u| u.lease.as_ref()).fold(0u64, |n, l| n.saturating_add(l.nodes))
+    }
+
+    /// Units leased now.
+    pub fn leased(&self) -> usize {
+        self.units.values().filter(|u| u.lease.is_some()).count()
+    }
+
+    /// The units `worker` holds.
+    pub fn held_by<'a>(&'a self, worker: &'a str) -> impl Iterator<Item = Question> + 'a {
+        self.units.iter().filter(move |(_, u)| u.lease.as_ref().is_some_and(|l| l.worker == worker)).map(|(q, _)| *q)
+    }
+
+    /// The units split so far.
+    pub fn splits(&self) -> impl Iterator<Item = Question> + '_ {
+        self.units.iter().filter(|(_, u)| u.split).map(|(q, _)| *q)
+    }
+}

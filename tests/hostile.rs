@@ -1,0 +1,317 @@
+//! Hostile clients against a real coordinator process, each attack of issue 18 tried
+//! again: the cluster ends with the published value or a clear refusal. The hostile client
+//! speaks the protocol from this test process (tests/common/client.rs); honest workers are
+//! real `cram worker` processes.
+
+mod common;
+
+use common::client::{truth_and_lie, Oracle, ProtoClient};
+use common::*;
+use cram_proto::pb;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+/// A worker's results in the log.
+fn results_of(state: &std::path::Path, worker: &str) -> usize {
+    results(state).iter().filter(|r| r["worker"] == worker).count()
+}
+
+/// Impersonation and identities that cost nothing (attacks 1 and 2): a client learns the
+/// honest worker's id and units from the status, and sends a false exact value for the
+/// honest worker's unit and for the root's region, under two identities of its own; it
+/// sends calls without a secret and with a secret nobody registered. Nothing of it counts,
+/// nobody is disconnected but by its own doing, and 5x7 ends *1 as published.
+#[test]
+fn impersonation_and_identities_of_its_own_change_nothing() {
+    let dir = scratch("impersonate");
+    let state = dir.join("state");
+    let job = "5x7";
+    let want = engine(&[job], &[]);
+    // A unit budget large enough that the honest worker is on one unit for a while.
+    let c = start_coordinator(&dir, &state, job, &["--split-depth", "1"]);
+    let (mut honest, _) = start_worker(&dir, &c.url, &["--name", "honest"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (honest_id, tried) = rt.block_on(async {
+        // The honest worker's id and a unit it holds, as anyone may read them.
+        let started = Instant::now();
+        let mut status = cram_proto::connect(&c.url, None, None).await.unwrap();
+        let (id, unit_id) = loop {
+            let json = status.status(pb::StatusRequest {}).await.unwrap().into_inner().json;
+            let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let w = v["workers"].as_array().and_then(|ws| ws.iter().find(|w| w["name"] == "honest").cloned());
+            if let Some(unit) =
+                w.as_ref().and_then(|w| w["units"].as_array()?.first()?["id"].as_str().map(str::to_string))
+            {
+                break (w.unwrap()["id"].as_str().unwrap().to_string(), unit);
+            }
+            assert!(started.elapsed() < Duration::from_secs(PATIENCE), "the honest worker took no unit");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let question: cram_engine::Question = unit_id.parse().unwrap();
+        let fake_unit = pb::Unit {
+            unit_id: unit_id.clone(),
+            attempt: 1,
+            region: Some(cram_proto::region_to_pb(&question.region)),
+            query: Some(cram_proto::query_to_pb(question.query)),
+            ..Default::default()
+        };
+        let (_, lie) = truth_and_lie(&fake_unit, u64::MAX).unwrap();
+        let board = cram_engine::Board::parse(job).unwrap();
+        let root = cram_engine::Question::nimber(cram_engine::solver::board_regions(&board).0[0]);
+        let root_unit = pb::Unit {
+            unit_id: root.to_string(),
+            region: Some(cram_proto::region_to_pb(&root.region)),
+            ..fake_unit.clone()
+        };
+        let mut tried = 0;
+        // Two identities of its own, both claiming the same false values.
+        for name in ["mallory", "mallory-too"] {
+            let mut m = ProtoClient::new(&c.url, name);
+            m.register(PATIENCE).await.unwrap();
+            for (target, facts) in [(&fake_unit, lie), (&root_unit, cram_engine::Facts::exact(0))] {
+                for attempt in 1..=3 {
+                    let unit = pb::Unit { attempt, ..target.clone() };
+                    let reply = m.submit(&unit, &target.unit_id, facts, Vec::new()).await;
+                    assert!(reply.as_ref().is_ok_and(|r| !r.recorded), "{name} on {}: {reply:?}", target.unit_id);
+                    tried += 1;
+                }
+            }
+        }
+        // No secret: refused; a secret nobody registered: unknown.
+        let mut anon = cram_proto::connect(&c.url, None, None).await.unwrap();
+        let e = anon.lease(pb::LeaseRequest { slot: 0 }).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated);
+        let mut forged = ProtoClient::with_secret(&c.url, "honest", &"0".repeat(64));
+        let e = forged.client.lease(pb::LeaseRequest { slot: 0 }).await.unwrap_err();
+        assert_eq!(e.code(), Code::NotFound);
+        (id, tried)
+    });
+    assert_eq!(tried, 12);
+    assert_eq!(result_of(c, 600), want[job].clone(), "the published value");
+    assert!(wait(&mut honest, PATIENCE, "honest worker").success());
+    assert!(distrusted(&state).is_empty(), "nobody was disconnected: {:?}", distrusted(&state));
+    assert!(results_of(&state, &honest_id) > 0);
+    let strangers: Vec<_> = results(&state).into_iter().filter(|r| r["worker"] != honest_id.as_str()).collect();
+    assert!(strangers.iter().all(|r| r["worker"] == "coordinator"), "results of others: {strangers:?}");
+}
+
+/// A client that answers honestly at first and then lies on everything it is given
+/// (attacks 3 and 4): trust is not bought, the results it is given are verified by the
+/// coordinator's secret draw (one in two here) and always when they decide a first move;
+/// the first lie found disconnects it and discards everything it sent. 5x8 ends *1.
+#[test]
+fn honest_answers_buy_nothing_and_a_liar_cannot_dodge_the_draw() {
+    let dir = scratch("turncoat");
+    let state = dir.join("state");
+    let job = "5x8";
+    let want = engine(&[job], &[]);
+    // Split deep, for many units; one honest worker, so that the turncoat gets its share.
+    let c = start_coordinator(&dir, &state, job, &["--check-one-in", "2", "--split-depth", "3"]);
+    let workers: Vec<_> = (0..1).map(|i| start_worker(&dir, &c.url, &["--name", &format!("w{i}")]).0).collect();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_runtime = rt.enter();
+    let mut m = ProtoClient::new(&c.url, "turncoat");
+    let id = m.id();
+    let (honest, lies, out) = rt.block_on(async {
+        m.register(PATIENCE).await.unwrap();
+        let (mut honest, mut lies, mut oracle) = (0, 0, Oracle::default());
+        loop {
+            let unit = match m.unit().await {
+                Ok(Some(u)) => u,
+                Ok(None) => return (honest, lies, false),
+                Err(e) if e.code() == Code::PermissionDenied => return (honest, lies, true),
+                Err(e) => panic!("{e}"),
+            };
+            let Some((right, wrong)) = oracle.truth_and_lie(&unit, u64::MAX) else { continue };
+            let facts = if honest < 3 { right } else { wrong };
+            match m.submit(&unit, &unit.unit_id, facts, Vec::new()).await {
+                Ok(_) if honest < 3 => honest += 1,
+                Ok(_) => lies += 1,
+                Err(e) if e.code() == Code::PermissionDenied => return (honest, lies, true),
+                Err(e) if e.code() == Code::InvalidArgument => lies += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    });
+    assert_eq!(result_of(c, 900), want[job].clone(), "the published value");
+    for mut w in workers {
+        assert!(wait(&mut w, PATIENCE, "worker").success());
+    }
+    assert_eq!(honest, 3);
+    assert!(out && lies >= 1, "the turncoat was not caught ({lies} lies)");
+    assert_eq!(distrusted(&state), vec![id.clone()]);
+    // A replay holds nothing of it: its honest results went with its lies.
+    let log = events(&state);
+    let distrust_at = log.iter().position(|e| e["event"] == "distrust").unwrap();
+    assert!(log[distrust_at..].iter().all(|e| e["worker"] != id.as_str() || e["event"] == "distrust"));
+}
+
+/// The log sealed (attack 6): a finished job's state, then one flipped character in the
+/// answer, one in a result's facts, the log cut in its middle, the log emptied: each stops
+/// the coordinator with exit code 3 naming the line, without touching the state; put back,
+/// the same state prints the published value again.
+#[test]
+fn a_damaged_log_stops_the_coordinator_and_the_answer_is_rederived() {
+    let dir = scratch("sealed");
+    let state = dir.join("state");
+    let job = "5x6";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &[]);
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(result_of(c, 300), want[job].clone());
+    assert!(wait(&mut w, PATIENCE, "worker").success());
+    let log = state.join("events.jsonl");
+    let whole = std::fs::read_to_string(&log).unwrap();
+    let refused = |damaged: &str, what: &str| {
+        std::fs::write(&log, damaged).unwrap();
+        let o = coordinator_once(&state, job, &[]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{what}: {err}");
+        assert!(err.contains("damaged at line"), "{what}: {err}");
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), damaged, "{what}: the log was changed");
+    };
+    let lines: Vec<&str> = whole.lines().collect();
+    let done = lines.iter().position(|l| l.contains("\"event\":\"done\"")).unwrap();
+    let nimber = want[job].1.as_u64().unwrap();
+    let flip = |i: usize, from: &str, to: &str| {
+        let mut ls: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        assert!(ls[i].contains(from), "{}", ls[i]);
+        ls[i] = ls[i].replacen(from, to, 1);
+        ls.join("\n") + "\n"
+    };
+    refused(&flip(done, &format!("\"nimber\":{nimber}"), &format!("\"nimber\":{}", nimber ^ 2)), "the answer");
+    let result = lines.iter().position(|l| l.contains("\"event\":\"result\"") && l.contains("\"upper\":")).unwrap();
+    let upper = lines[result].split("\"upper\":").nth(1).unwrap().split(',').next().unwrap();
+    let other = if upper == "0" { "1" } else { "0" };
+    refused(&flip(result, &format!("\"upper\":{upper},"), &format!("\"upper\":{other},")), "a result's facts");
+    let half = whole[..whole.len() / 2].rfind('\n').unwrap() + 1;
+    refused(&whole[..half], "the log cut at a line's end");
+    refused(&whole[..half + 5], "the log cut in a line");
+    refused("", "the log emptied");
+    std::fs::write(&log, &whole).unwrap();
+    let o = coordinator_once(&state, job, &["--json", "--linger-secs", "0"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(answer_of(&o.stdout), want[job].clone());
+    // What is logged while the coordinator lingers after its answer (late results, a
+    // verification that distrusts the worker whose results it rested on) is not what the
+    // answer rests on: the restart still prints it.
+    let first: cram_coordinator::events::Event = serde_json::from_str(lines[0]).unwrap();
+    let cram_coordinator::events::Event::Job(record) = first else { panic!("{}", lines[0]) };
+    let worker = results(&state)[0]["worker"].as_str().unwrap().to_string();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (mut store, _) = cram_coordinator::store::Store::open(&state, &record).unwrap();
+        let late = cram_coordinator::events::Event::Distrust { worker, reason: "found wrong after the answer".into() };
+        store.append(&late).await.unwrap();
+    });
+    let o = coordinator_once(&state, job, &["--json", "--linger-secs", "0"]);
+    assert!(o.status.success(), "events after the answer: {}", text(&o.stderr));
+    assert_eq!(answer_of(&o.stdout), want[job].clone());
+}
+
+/// Messages too large or absurd (the denial of service of issue 18): a result carrying
+/// 20,000 shared facts is refused whole; unfinished results that searched nothing are
+/// struck, three and the client is disconnected; node counts of u64::MAX are cut. The job
+/// ends with the published value.
+#[test]
+fn oversized_and_absurd_results_are_refused() {
+    let dir = scratch("flood");
+    let state = dir.join("state");
+    let job = "4x9";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &["--share-min-cells", "10"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_runtime = rt.enter();
+    let mut m = ProtoClient::new(&c.url, "flood");
+    rt.block_on(async {
+        m.register(PATIENCE).await.unwrap();
+        let unit = m.unit().await.unwrap().expect("a unit");
+        let region = cram_proto::region_from_pb(unit.region.as_ref()).unwrap();
+        let fact = cram_engine::SharedFact { region, facts: cram_engine::Facts::UNKNOWN, nodes: 1 };
+        let many = vec![cram_proto::shared_to_pb(&fact, ""); 20_000];
+        let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
+        let e = m.submit(&unit, &unit.unit_id, right, many).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+        assert!(e.message().contains("shared facts"), "{e}");
+        // Unfinished at once, claiming the whole budget and more nodes than a u64 sums.
+        let mut codes = Vec::new();
+        for _ in 0..3 {
+            let unit = m.unit().await.unwrap().expect("a unit");
+            let req = pb::SubmitRequest {
+                unit_id: unit.unit_id.clone(),
+                attempt: unit.attempt,
+                region: unit.region.clone(),
+                facts: None,
+                finished: false,
+                nodes: u64::MAX,
+                ..Default::default()
+            };
+            codes.push(m.client.submit(req).await.unwrap_err().code());
+        }
+        assert_eq!(codes, [Code::InvalidArgument, Code::InvalidArgument, Code::PermissionDenied]);
+    });
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(result_of(c, 300), want[job].clone());
+    assert!(wait(&mut w, PATIENCE, "worker").success());
+    assert_eq!(distrusted(&state), vec![m.id()]);
+    assert!(results(&state).iter().all(|r| r["nodes"].as_u64().unwrap() <= 1 << 48));
+}
+
+/// In a certified job a result counts only with a proof that checks: a client that sends
+/// the right answers with proofs that are no proofs is disconnected when the first is
+/// checked, and one that sends no proof is struck. The certificate written at the end
+/// checks, and proves the published value.
+#[test]
+fn in_a_certified_job_a_result_counts_only_with_a_proof_that_checks() {
+    let dir = scratch("unproved");
+    let state = dir.join("state");
+    let cert = dir.join("job.cert");
+    let job = "5x6";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &["--certificate", &cert.display().to_string()]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_runtime = rt.enter();
+    let mut m = ProtoClient::new(&c.url, "prover");
+    let id = m.id();
+    let (struck, out) = rt.block_on(async {
+        m.register(PATIENCE).await.unwrap();
+        let unit = m.unit().await.unwrap().expect("a unit");
+        let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
+        let e = m.submit(&unit, &unit.unit_id, right, Vec::new()).await.unwrap_err();
+        let struck = e.code() == Code::InvalidArgument && e.message().contains("proof");
+        // The right answer with a proof that is none: recorded, then found out.
+        let unit = m.unit().await.unwrap().expect("a unit");
+        let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
+        let req = pb::SubmitRequest {
+            unit_id: unit.unit_id.clone(),
+            attempt: unit.attempt,
+            region: unit.region.clone(),
+            facts: Some(cram_proto::facts_to_pb(right)),
+            finished: true,
+            nodes: 1000,
+            proof: b"not a proof".to_vec(),
+            ..Default::default()
+        };
+        assert!(m.client.submit(req).await.unwrap().into_inner().recorded);
+        let started = Instant::now();
+        let out = loop {
+            match m.client.lease(pb::LeaseRequest { slot: 0 }).await {
+                Err(e) if e.code() == Code::PermissionDenied => break true,
+                _ if started.elapsed() > Duration::from_secs(PATIENCE) => break false,
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        (struck, out)
+    });
+    assert!(struck, "a result without its proof is refused");
+    assert!(out, "a proof that does not check disconnects its worker");
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(result_of(c, 300), want[job].clone());
+    assert!(wait(&mut w, PATIENCE, "worker").success());
+    assert_eq!(distrusted(&state), vec![id]);
+    let reason = events(&state).into_iter().find(|e| e["event"] == "distrust").unwrap()["reason"].to_string();
+    assert!(reason.contains("proof"), "{reason}");
+    let o = cram(&["check", &cert.display().to_string(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!(v["nimber"], want[job].1);
+}
