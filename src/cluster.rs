@@ -64,6 +64,10 @@ pub struct CoordinatorArgs {
     /// State directory: event log and index. Started again on it, the coordinator resumes.
     #[arg(long, value_name = "DIR")]
     pub state: PathBuf,
+    /// Start a new job from the results of an earlier job on the same position (its state
+    /// directory, or only its event log), e.g. a nimber job from an outcome job.
+    #[arg(long, value_name = "DIR|LOG")]
+    pub import: Option<PathBuf>,
     /// The position (same forms as `cram solve`).
     #[arg(long, value_name = "SPEC")]
     pub job: String,
@@ -262,6 +266,11 @@ pub struct LocalClusterArgs {
     /// With --workers: keep the job's state here, so an interrupted solve resumes.
     #[arg(long, value_name = "DIR", requires = "workers")]
     pub state: Option<PathBuf>,
+    /// With --workers: start a new job from the results of an earlier job on the same
+    /// position (its state directory, or only its event log), e.g. a nimber job from an
+    /// outcome job.
+    #[arg(long, value_name = "DIR|LOG", requires = "workers")]
+    pub import: Option<PathBuf>,
     #[command(flatten)]
     pub split: SplitArgs,
     /// With --workers: seconds between the coordinator's progress lines on standard error
@@ -303,9 +312,10 @@ fn read_token(path: &Option<PathBuf>) -> Result<Option<String>, Failure> {
 fn coord_failure(e: CoordError) -> Failure {
     use cram_coordinator::store::StoreError;
     match e {
-        CoordError::Store(StoreError::OtherJob { .. } | StoreError::Locked { .. }) | CoordError::Tls(_) => {
-            Failure::input(e)
-        }
+        CoordError::Store(StoreError::OtherJob { .. } | StoreError::Locked { .. })
+        | CoordError::Tls(_)
+        | CoordError::Import(_)
+        | CoordError::ImportTooLate(_) => Failure::input(e),
         CoordError::Store(StoreError::Corrupt { .. }) => Failure::database(e),
         e => Failure::runtime(e),
     }
@@ -374,6 +384,7 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
             _ => None,
         },
         share: Share { min_cells: a.share_min_cells, min_nodes: a.share_min_nodes },
+        import: a.import.clone(),
     };
     let rt = runtime()?;
     let finished = rt.block_on(async {
@@ -654,6 +665,7 @@ pub fn solve_with_workers(
         tls: None,
         // The workers are threads of this process: they share one table instead.
         share: Share::NONE,
+        import: local.import.clone(),
     };
     let result = runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;

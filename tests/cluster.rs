@@ -407,6 +407,32 @@ fn small_local_solves_end_without_warnings() {
     }
 }
 
+/// `cram solve --workers --import`: a nimber job started from an outcome job's state gives
+/// the engine's answer; an import that cannot be taken is exit 2 with the reason, and the
+/// new job's state is left as it was.
+#[test]
+fn a_solve_imports_an_earlier_jobs_results() {
+    let dir = scratch("import");
+    let (outcome, nimber) = (dir.join("outcome"), dir.join("nimber"));
+    let path = |p: &std::path::Path| p.display().to_string();
+    let o = cram(&["solve", "3x9", "--outcome-only", "--workers", "2", "--state", &path(&outcome), "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = cram(&["solve", "3x9", "--workers", "2", "--state", &path(&nimber), "--import", &path(&outcome), "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let want = engine(&["3x9"], &[]);
+    let printed: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!((printed["outcome"].as_str().unwrap().to_string(), printed["nimber"].clone()), want["3x9"]);
+    let fresh = dir.join("fresh");
+    for (source, why) in [(dir.join("missing"), "is not an event log"), (outcome.clone(), "which is not 3x10")] {
+        let spec = if why.contains("3x10") { "3x10" } else { "3x9" };
+        let o = cram(&["solve", spec, "--workers", "1", "--state", &path(&fresh), "--import", &path(&source)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(why), "{}", text(&o.stderr));
+        assert!(!fresh.join("events.jsonl").exists(), "a refused import wrote a job");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A test client speaking the protocol that answers every unit it leases falsely, and also
 /// sends a false answer to the unit's region's nimber, which it was never given. Like a
 /// worker it rides through coordinator restarts (it registers again under the same id and
@@ -513,9 +539,11 @@ fn chaos_kills_and_a_liar_leave_the_answer_right() {
     no_unit_solved_twice(&state);
     // The liar: its false results were refused, ignored (units it was never given), or
     // accepted and then discarded with every other result of it when it was distrusted;
-    // it was disconnected.
+    // it was disconnected if it called again before the job ended (a distrust that lands
+    // while the liar is between calls, searching its next lie or waiting out a restart, can
+    // be followed by the end of the job; tests/hostile.rs has the refusal of every call of a
+    // distrusted worker).
     assert!(lies >= 1, "the liar sent {lies} false results");
-    assert!(disconnected, "the liar was not disconnected");
     assert!(distrusted(&state).contains(&liar_id), "{liar_id} not distrusted: {:?}", distrusted(&state));
     let log = events(&state);
     let from_liar = |kind: &str| log.iter().filter(|e| e["event"] == kind && e["worker"] == liar_id.as_str()).count();
@@ -523,7 +551,7 @@ fn chaos_kills_and_a_liar_leave_the_answer_right() {
     let honest_distrusted: Vec<String> = distrusted(&state).into_iter().filter(|w| *w != liar_id).collect();
     assert!(honest_distrusted.is_empty(), "honest workers distrusted: {honest_distrusted:?}");
     eprintln!(
-        "chaos: {coordinator_kills} coordinator kills, {worker_kills} worker kills, {lies} lies ({} refused, {} discarded), {:.1} s",
+        "chaos: {coordinator_kills} coordinator kills, {worker_kills} worker kills, {lies} lies ({} refused, {} discarded, disconnected: {disconnected}), {:.1} s",
         from_liar("refused"),
         from_liar("result"),
         started.elapsed().as_secs_f64()

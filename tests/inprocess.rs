@@ -76,3 +76,85 @@ async fn workers_the_coordinator_cannot_use_are_refused() {
     assert!(why.contains(&format!("protocol {}", cram_proto::PROTOCOL_VERSION + 99)), "{why}");
     assert!(workers[3].as_ref().is_ok_and(|s| s.searched > 0), "{:?}", workers[3]);
 }
+
+/// The events of the log in `state`, one JSON value per line.
+fn log_events(state: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(state.join("events.jsonl")).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A nimber job started from an outcome job's state (`--import`), plain and certified: the
+/// answer is the engine's, it begins with the outcome job's results, and no question the
+/// outcome job answered is asked again (in a certified job the copied proofs are checked
+/// again, and a proof that is missing is made again). Started again with the same import it
+/// takes nothing twice; a job that ran without it, or another position, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nimber_job_starts_from_an_outcome_jobs_results() {
+    // Odd by odd: no first move is settled by the half-turn pairing, so the outcome job's
+    // answer rests on workers' results.
+    let spec = "3x9";
+    let want = engine(spec, Mode::Nimber, true);
+    assert_ne!(want.nimber, Some(0), "the outcome job must leave the nimber open");
+    for certificate in [None, Some(cram_engine::proof::DEFAULT_SMALL)] {
+        let outcome = JobSpec { mode: Mode::Outcome, certificate, ..JobSpec::new(spec) };
+        let first = start_cluster(&outcome, 2).await;
+        let source = first.state.clone();
+        let (done, _) = first.finish_keeping_state(120).await;
+        assert_eq!(done.solution.outcome, want.outcome);
+        let answered: std::collections::HashSet<String> = log_events(&source)
+            .iter()
+            .filter(|e| e["event"] == "result" && e["finished"] == true)
+            .map(|e| e["unit"].as_str().unwrap().to_string())
+            .collect();
+        assert!(!answered.is_empty());
+        if certificate.is_some() {
+            // One proof lost with its machine: that unit is proved again.
+            let proofs = source.join("proofs");
+            let lost = std::fs::read_dir(&proofs).unwrap().next().unwrap().unwrap().path();
+            std::fs::remove_file(lost).unwrap();
+        }
+
+        let nimber = JobSpec { certificate, import: Some(source.clone()), ..JobSpec::new(spec) };
+        let second = start_cluster(&nimber, 2).await;
+        let state = second.state.clone();
+        let (done, _) = second.finish_keeping_state(120).await;
+        assert_eq!(done.solution, want, "certificate {certificate:?}");
+        let events = log_events(&state);
+        assert_eq!(events[1]["event"], "imported");
+        let taken = events[1]["results"].as_u64().unwrap() as usize;
+        assert!(taken >= answered.len(), "{taken} results taken, {} units answered", answered.len());
+        let searched_again: Vec<&str> = events[2 + taken..]
+            .iter()
+            .filter(|e| e["event"] == "result" && e["worker"] != "coordinator")
+            .map(|e| e["unit"].as_str().unwrap())
+            .filter(|u| answered.contains(*u))
+            .collect();
+        if certificate.is_some() {
+            assert!(searched_again.len() <= 1, "only the unit whose proof was lost: {searched_again:?}");
+            let proved = events.iter().filter(|e| e["event"] == "proved").count();
+            assert!(proved >= taken - 1, "{proved} proofs checked, {taken} results imported");
+        } else {
+            assert!(searched_again.is_empty(), "asked again: {searched_again:?}");
+        }
+
+        // Started again on its state with the same import: the answer, nothing imported twice.
+        let again = start_cluster(&JobSpec { state: Some(state.clone()), ..nimber.clone() }, 1).await;
+        let (done, _) = again.finish_keeping_state(120).await;
+        assert_eq!(done.solution, want);
+        assert_eq!(log_events(&state).iter().filter(|e| e["event"] == "imported").count(), 1);
+        std::fs::remove_dir_all(state.parent().unwrap()).unwrap();
+
+        // A job that ran without the import, and another position, are refused.
+        let plain = start_cluster(&JobSpec { certificate, ..JobSpec::new(spec) }, 1).await;
+        let ran = plain.state.clone();
+        plain.finish_keeping_state(120).await;
+        let late = JobSpec { state: Some(ran.clone()), ..nimber.clone() };
+        let e = start_cluster(&late, 0).await.coordinator_error(30).await;
+        assert!(e.contains("--import is taken only when a job first starts"), "{e}");
+        std::fs::remove_dir_all(ran.parent().unwrap()).unwrap();
+        let other = JobSpec { certificate, import: Some(source.clone()), ..JobSpec::new("5x5") };
+        let e = start_cluster(&other, 0).await.coordinator_error(30).await;
+        assert!(e.contains("which is not 5x5"), "{e}");
+        std::fs::remove_dir_all(source.parent().unwrap()).unwrap();
+    }
+}

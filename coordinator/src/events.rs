@@ -165,6 +165,14 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         split_depth: Option<u32>,
     },
+    /// The results that follow were taken from an earlier job on the same position
+    /// (`--import`, coordinator/src/import.rs), before this job first started.
+    Imported {
+        /// The state directory or log they came from, as given.
+        from: String,
+        /// How many results were taken.
+        results: u64,
+    },
     /// A unit's result, checked and accepted.
     Result(ResultRecord),
     /// A result refused (impossible, or contradicting facts already held).
@@ -341,6 +349,14 @@ fn check_event(replay: &Replay, event: &Event) -> Result<(), String> {
             Err(format!("the answer's nimber *{} and outcome {} disagree", d.nimber.unwrap_or(0), d.outcome))
         }
         Event::Done(_) if replay.done.is_some() => Err("a second answer".into()),
-        Event::Job(_) | Event::Start { .. } | Event::Proved { .. } | Event::Distrust { .. } | Event::Done(_) => Ok(()),
+        Event::Imported { .. } if replay.events.iter().any(|e| matches!(e, Event::Start { .. })) => {
+            Err("results imported after the job started".into())
+        }
+        Event::Job(_)
+        | Event::Start { .. }
+        | Event::Imported { .. }
+        | Event::Proved { .. }
+        | Event::Distrust { .. }
+        | Event::Done(_) => Ok(()),
     }
 }

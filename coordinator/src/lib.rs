@@ -17,7 +17,8 @@
 //!   certificate ([`certify`]).
 //! - [`service`]: the gRPC glue and the token check; [`web`]: the status page, its JSON and
 //!   the Prometheus metrics over HTTP.
-//! - [`settings`]: what a run is told; [`outcome`]: what it ends with.
+//! - [`settings`]: what a run is told; [`outcome`]: what it ends with; [`import`]: the
+//!   results of an earlier job on the same position that a new job starts from.
 //!
 //! [`run`] wires them together: it opens the state and replays its log, then serves until
 //! the root is decided (or a shutdown signal arrives), and returns the answer.
@@ -26,6 +27,7 @@
 
 pub mod certify;
 pub mod events;
+pub mod import;
 pub mod job;
 pub mod outcome;
 pub mod prove;
@@ -123,6 +125,53 @@ fn check_answer(
     }
 }
 
+/// What `--import source` adds to the job in the state directory: the earlier job's results
+/// when the job has not started yet; nothing when they were taken at its first start.
+/// Reads the job's log without touching it ([`Store::open`] checks it again).
+fn to_import(source: &std::path::Path, settings: &Settings) -> Result<Option<import::Import>, CoordError> {
+    let log = store::read_log(&settings.state_dir.join(store::LOG_FILE))?;
+    let events = &log.replay.events;
+    if let Some(Event::Imported { from, results }) = events.iter().find(|e| matches!(e, Event::Imported { .. })) {
+        tracing::info!(%from, results, "the job's log holds the results imported when it first started");
+        return Ok(None);
+    }
+    if events.iter().any(|e| matches!(e, Event::Start { .. })) {
+        return Err(CoordError::ImportTooLate(settings.state_dir.clone()));
+    }
+    Ok(Some(import::read(source, &settings.job_record())?))
+}
+
+/// Writes the results `found` into a job that has not started yet (its log and `replay`).
+async fn import(
+    found: import::Import,
+    settings: &Settings,
+    store: &mut Store,
+    replay: &mut events::Replay,
+) -> Result<(), CoordError> {
+    let taken = found.results.len();
+    let head = Event::Imported { from: found.source.clone(), results: found.results.len() as u64 };
+    store.append(&head).await?;
+    replay.events.push(head);
+    let (mut copied, mut missing) = (0u64, 0u64);
+    for (mut r, proof) in found.results {
+        if settings.certificate.is_some() {
+            match proof {
+                Some(bytes) => {
+                    r.proof = Some(store.save_proof(bytes).await?);
+                    copied += 1;
+                }
+                // Its proof is checked again, found missing, and made again.
+                None => missing += u64::from(r.proof.is_some()),
+            }
+        }
+        let event = Event::Result(r);
+        store.append(&event).await?;
+        replay.events.push(event);
+    }
+    tracing::info!(target: PROGRESS, from = %found.source, results = taken, proofs_copied = copied, proofs_to_remake = missing, "imported the results of an earlier job on this position");
+    Ok(())
+}
+
 /// The job's scheduler at split depth `depth`, before any event.
 fn scheduler(settings: &Settings, depth: u32) -> Scheduler {
     let plain = settings.certificate.is_some();
@@ -156,7 +205,15 @@ pub async fn run(
         builder = builder.tls_config(tls).map_err(|e| CoordError::Tls(cram_proto::why(&e)))?;
     }
     let started = Instant::now();
-    let (mut store, replay) = Store::open(&settings.state_dir, &settings.job_record())?;
+    // An import is read, and refused if it must be, before the state is touched.
+    let found = match &settings.import {
+        Some(source) => to_import(source, &settings)?,
+        None => None,
+    };
+    let (mut store, mut replay) = Store::open(&settings.state_dir, &settings.job_record())?;
+    if let Some(found) = found {
+        import(found, &settings, &mut store, &mut replay).await?;
+    }
     let depth = match settings.split {
         Split::Depth(d) => d,
         Split::TargetUnits(n) => depth_for_units(&settings.board, n),

@@ -39,6 +39,12 @@ pub enum CoordError {
     /// The state directory cannot be used or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The earlier job given to `--import` cannot be taken.
+    #[error(transparent)]
+    Import(#[from] crate::import::ImportError),
+    /// `--import` on a job that has already run (its log says what it holds).
+    #[error("--import is taken only when a job first starts: the job in {0} has run without it; start a new --state to import into")]
+    ImportTooLate(PathBuf),
     /// The server failed.
     #[error("gRPC server: {0}")]
     Serve(String),

@@ -61,6 +61,9 @@ pub struct Settings {
     pub tls: Option<(Vec<u8>, Vec<u8>)>,
     /// What workers share with each other (knowledge across machines).
     pub share: Share,
+    /// An earlier job on the same position (its state directory or event log) whose
+    /// results a new job starts from (coordinator/src/import.rs).
+    pub import: Option<PathBuf>,
 }
 
 impl Settings {

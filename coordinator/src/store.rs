@@ -315,8 +315,8 @@ fn open_index(path: &Path) -> Result<sled::Db, StoreError> {
     cram_proto::open_sled(path, 16 << 20).map_err(|reason| StoreError::Index { path: path.to_path_buf(), reason })
 }
 
-/// Reads the log (none: an empty read).
-fn read_log(path: &Path) -> Result<LogRead, StoreError> {
+/// Reads the event log at `path` (none: an empty read), its seals checked.
+pub fn read_log(path: &Path) -> Result<LogRead, StoreError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LogRead::default()),

@@ -27,6 +27,9 @@ pub struct JobSpec {
     pub share: Share,
     pub token: Option<String>,
     pub certificate: Option<u32>,
+    pub import: Option<PathBuf>,
+    /// The state directory to use (a new one when none).
+    pub state: Option<PathBuf>,
 }
 
 impl JobSpec {
@@ -42,6 +45,8 @@ impl JobSpec {
             share: Share::NONE,
             token: None,
             certificate: None,
+            import: None,
+            state: None,
         }
     }
 }
@@ -70,8 +75,13 @@ pub fn scratch(name: &str) -> PathBuf {
 pub async fn start_cluster(job: &JobSpec, workers: usize) -> Cluster {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let dir = scratch(&job.spec.replace(['/', '#', '.'], "_"));
-    let state = dir.join("state");
+    let (dir, state) = match &job.state {
+        Some(s) => (s.parent().unwrap().to_path_buf(), s.clone()),
+        None => {
+            let dir = scratch(&job.spec.replace(['/', '#', '.'], "_"));
+            (dir.clone(), dir.join("state"))
+        }
+    };
     let (stop, _) = watch::channel(false);
     let settings = Settings {
         board: Board::parse(&job.spec).unwrap(),
@@ -94,6 +104,7 @@ pub async fn start_cluster(job: &JobSpec, workers: usize) -> Cluster {
         certificate: job.certificate.map(|small| CertificateTarget { path: dir.join("cert"), small }),
         tls: None,
         share: job.share,
+        import: job.import.clone(),
     };
     let coordinator = tokio::spawn(cram_coordinator::run(settings, Listeners::grpc(listener), std::future::pending()));
     let mut cluster = Cluster { url, state, coordinator, workers: Vec::new(), stop };
@@ -113,8 +124,30 @@ impl Cluster {
         })));
     }
 
-    /// Waits for the job's answer (at most `secs` seconds), then for the workers.
+    /// Waits for the job's answer (at most `secs` seconds), then for the workers; the
+    /// state directory is removed.
     pub async fn finish(self, secs: u64) -> (Finished, Vec<Result<cram_worker::Summary, WorkerError>>) {
+        let state = self.state.clone();
+        let out = self.finish_keeping_state(secs).await;
+        let _ = std::fs::remove_dir_all(state.parent().unwrap());
+        out
+    }
+
+    /// The message of the error the coordinator stops with (within `secs` seconds).
+    pub async fn coordinator_error(self, secs: u64) -> String {
+        let stopped = tokio::time::timeout(Duration::from_secs(secs), self.coordinator)
+            .await
+            .expect("the coordinator stops in time")
+            .expect("the coordinator task does not panic");
+        self.stop.send_replace(true);
+        match stopped {
+            Ok(f) => panic!("the coordinator answered {:?}", f.solution),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// [`Cluster::finish`], the state directory kept (the caller removes it).
+    pub async fn finish_keeping_state(self, secs: u64) -> (Finished, Vec<Result<cram_worker::Summary, WorkerError>>) {
         let finished = tokio::time::timeout(Duration::from_secs(secs), self.coordinator)
             .await
             .expect("the job finishes in time")
@@ -125,7 +158,6 @@ impl Cluster {
         for w in self.workers {
             out.push(w.await.expect("a worker task does not panic"));
         }
-        let _ = std::fs::remove_dir_all(self.state.parent().unwrap());
         (finished, out)
     }
 }

@@ -161,7 +161,12 @@ impl Ledger {
         if held.waits() {
             self.awaiting.insert(q);
             match (&held.proof, self.certified) {
-                (Some(file), true) => self.to_prove.push_back((q, held.worker.clone(), file.clone())),
+                (Some(file), true) => {
+                    // A unit proved again: its new proof is checked like any other (and the
+                    // unit goes out again only if that one is lost too).
+                    self.to_reprove.remove(&q);
+                    self.to_prove.push_back((q, held.worker.clone(), file.clone()))
+                }
                 // A certified result without its proof (an earlier build's cached answer):
                 // searched and proved again.
                 (None, true) => {

@@ -225,7 +225,7 @@ impl Scheduler {
             Event::Refused(r) => self.apply_refused(r),
             Event::Distrust { worker, reason } => self.apply_distrust(worker, reason),
             Event::Proved { unit, worker, .. } => self.ledger.proved(*unit, worker),
-            Event::Job(_) | Event::Start { .. } | Event::Done(_) => {}
+            Event::Job(_) | Event::Start { .. } | Event::Imported { .. } | Event::Done(_) => {}
         }
     }
 

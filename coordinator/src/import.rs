@@ -1,0 +1,250 @@
+//! Taking an earlier job's results into a new job on the same position (`--import`): a
+//! nimber job starts from what an outcome job of the same board established (its "is the
+//! value 0?" answers), a job on a new machine from a job whose proofs are elsewhere.
+//!
+//! What is taken: the finished results the earlier log kept (those of workers it distrusted,
+//! or resting on their facts, are left out), the coordinator's own answers among them, in
+//! the order the earlier job checked their proofs. They are written into the new job's log
+//! after an [`Event::Imported`] line naming the source, so the new log alone resumes the
+//! new job. In a certified job each result's proof is copied from the source's `proofs/`
+//! when it is there, and checked again by the independent checker's rules like any
+//! arriving proof; a proof that is missing is made again (the unit is searched again).
+//!
+//! What is refused, before anything is written: a source that is not a sealed event log
+//! whole up to its last line, or that holds a job on another position, with other pairing
+//! or other certificate settings (its facts would not be this job's facts).
+
+use crate::events::{Event, JobRecord, ResultRecord};
+use crate::store::{read_log, read_proof, StoreError, LOG_FILE, PROOF_DIR};
+use cram_engine::Question;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// An earlier job's results, ready to be written into a new job.
+#[derive(Debug)]
+pub struct Import {
+    /// The source as given (a state directory or an event log).
+    pub source: String,
+    /// Its results to take, in order, each with its proof's bytes when the source has them.
+    pub results: Vec<(ResultRecord, Option<Vec<u8>>)>,
+}
+
+/// Why an import is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The source cannot be read, or its log is damaged.
+    #[error("--import {from}: {reason}")]
+    Unreadable {
+        /// The source as given.
+        from: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The source holds a job whose facts are not this job's.
+    #[error("--import {from}: it holds job {spec} ({settings}), which is not {wanted} on the same position with the same settings")]
+    OtherPosition {
+        /// The source as given.
+        from: String,
+        /// Its job's spec.
+        spec: String,
+        /// Its job's settings.
+        settings: String,
+        /// This job's spec and settings.
+        wanted: String,
+    },
+}
+
+/// True when facts established by `source`'s job are facts of `job`: the same position,
+/// pairing and certificate settings (the mode may differ).
+fn compatible(source: &JobRecord, job: &JobRecord) -> bool {
+    (source.rows, source.cols, &source.empty, source.pairing, source.certificate_small)
+        == (job.rows, job.cols, &job.empty, job.pairing, job.certificate_small)
+}
+
+/// Reads what `source` (a state directory, or its `events.jsonl`) holds for `job`.
+pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
+    let name = source.display().to_string();
+    let unreadable = |reason: String| ImportError::Unreadable { from: name.clone(), reason };
+    let (log, proofs): (PathBuf, Option<PathBuf>) = if source.is_dir() {
+        (source.join(LOG_FILE), Some(source.join(PROOF_DIR)))
+    } else {
+        (source.to_path_buf(), None)
+    };
+    if !log.is_file() {
+        return Err(unreadable(format!("{} is not an event log", log.display())));
+    }
+    let read = read_log(&log).map_err(|e| unreadable(e.to_string()))?;
+    if read.torn_at.is_some() {
+        tracing::warn!(log = %log.display(), "the imported log ends in a torn line; it is left out");
+    }
+    let events = read.replay.events;
+    let Some(Event::Job(held)) = events.first() else {
+        return Err(unreadable("its log holds no job".into()));
+    };
+    if !compatible(held, job) {
+        return Err(ImportError::OtherPosition {
+            from: name,
+            spec: held.spec.clone(),
+            settings: held.settings(),
+            wanted: format!("{} ({})", job.spec, job.settings()),
+        });
+    }
+    let distrusted: HashSet<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Distrust { worker, .. } => Some(worker.as_str()),
+            _ => None,
+        })
+        .collect();
+    let kept = |r: &ResultRecord| {
+        r.finished && !distrusted.contains(r.worker.as_str()) && !r.uses.iter().any(|w| distrusted.contains(w.as_str()))
+    };
+    // The order the source checked proofs in: a proof may rest on facts of proofs checked
+    // before it.
+    let proved: HashMap<(Question, &str), usize> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Proved { unit, worker, .. } => Some((*unit, worker.as_str())),
+            _ => None,
+        })
+        .enumerate()
+        .map(|(i, k)| (k, i))
+        .collect();
+    let mut results: Vec<&ResultRecord> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Result(r) if kept(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    results.sort_by_key(|r| proved.get(&(r.unit, r.worker.as_str())).copied().unwrap_or(usize::MAX));
+    let mut out = Vec::with_capacity(results.len());
+    for r in results {
+        let bytes = match (&r.proof, &proofs) {
+            (Some(file), Some(dir)) => match read_proof(dir, file) {
+                Ok(b) => Some(b),
+                Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(unreadable(e.to_string())),
+            },
+            _ => None,
+        };
+        out.push((r.clone(), bytes));
+    }
+    Ok(Import { source: name, results: out })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::sealed_line;
+    use cram_engine::{Board, Mode};
+
+    fn job(spec: &str, mode: Mode) -> JobRecord {
+        let board = Board::parse(spec).expect("a board");
+        JobRecord {
+            spec: spec.into(),
+            rows: board.rows(),
+            cols: board.cols(),
+            empty: format!("{:x}", board.empty()),
+            mode,
+            pairing: true,
+            build: "test".into(),
+            certificate_small: None,
+        }
+    }
+
+    fn result(unit: &str, worker: &str, uses: &[&str]) -> ResultRecord {
+        let unit: Question = unit.parse().expect("a question");
+        ResultRecord {
+            unit,
+            region: unit.region.key(),
+            excluded: 1,
+            upper: 255,
+            finished: true,
+            nodes: 10,
+            millis: 1,
+            worker: worker.into(),
+            from_cache: false,
+            check: false,
+            verify: false,
+            proof: None,
+            shared: vec![],
+            uses: uses.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn write_log(path: &Path, events: &[Event]) {
+        let mut seal = 0;
+        let mut text = String::new();
+        for e in events {
+            let (line, s) = sealed_line(e, seal);
+            text += &line;
+            seal = s;
+        }
+        std::fs::write(path, text).expect("written");
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("cram-import-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    }
+
+    #[test]
+    fn takes_the_kept_results_of_a_job_on_the_same_position_in_proof_order() {
+        let dir = tempdir("kept");
+        let log = dir.join(LOG_FILE);
+        let a = result("3x4:fff?0", "w1", &[]);
+        let b = result("3x3:1ff?0", "liar", &[]);
+        let c = result("2x4:ff?0", "w2", &["liar"]);
+        let mut d = result("2x5:3ff?0", "w2", &[]);
+        d.proof = Some("0123456789abcdef.proof".into());
+        let mut unfinished = result("3x4:fff?1", "w3", &[]);
+        unfinished.finished = false;
+        write_log(
+            &log,
+            &[
+                Event::Job(job("4x4", Mode::Outcome)),
+                Event::Result(a.clone()),
+                Event::Result(b),
+                Event::Result(c),
+                Event::Result(d.clone()),
+                Event::Result(unfinished),
+                Event::Distrust { worker: "liar".into(), reason: "test".into() },
+                Event::Proved { unit: d.unit, worker: "w2".into(), facts: 3 },
+            ],
+        );
+        let import = read(&dir, &job("4x4", Mode::Nimber)).expect("imported");
+        // The proved result first (its proof's file is not in the source: none to copy).
+        assert_eq!(import.results, vec![(d.clone(), None), (a.clone(), None)]);
+        std::fs::create_dir_all(dir.join(PROOF_DIR)).expect("proof dir");
+        std::fs::write(dir.join(PROOF_DIR).join("0123456789abcdef.proof"), b"proof").expect("proof");
+        let import = read(&dir, &job("4x4", Mode::Nimber)).expect("imported");
+        assert_eq!(import.results, vec![(d, Some(b"proof".to_vec())), (a.clone(), None)]);
+        // The log alone: no proofs.
+        let import = read(&log, &job("4x4", Mode::Nimber)).expect("imported");
+        assert_eq!(import.results.len(), 2);
+        assert!(import.results.iter().all(|(_, p)| p.is_none()));
+    }
+
+    #[test]
+    fn refuses_another_position_a_damaged_log_and_a_missing_one() {
+        let dir = tempdir("refused");
+        let log = dir.join(LOG_FILE);
+        write_log(&log, &[Event::Job(job("4x5", Mode::Outcome))]);
+        let e = read(&log, &job("4x4", Mode::Nimber)).expect_err("another position");
+        assert!(matches!(e, ImportError::OtherPosition { .. }), "{e}");
+        let mut other_pairing = job("4x4", Mode::Outcome);
+        other_pairing.pairing = false;
+        write_log(&log, &[Event::Job(other_pairing)]);
+        assert!(matches!(read(&log, &job("4x4", Mode::Nimber)), Err(ImportError::OtherPosition { .. })));
+        write_log(&log, &[Event::Job(job("4x4", Mode::Outcome)), Event::Result(result("3x4:fff?0", "w", &[]))]);
+        let text = std::fs::read_to_string(&log).expect("read").replacen("\"nodes\":10", "\"nodes\":11", 1);
+        std::fs::write(&log, text).expect("written");
+        let e = read(&log, &job("4x4", Mode::Nimber)).expect_err("damaged");
+        assert!(e.to_string().contains("damaged"), "{e}");
+        let e = read(&dir.join("nothing"), &job("4x4", Mode::Nimber)).expect_err("missing");
+        assert!(e.to_string().contains("not an event log"), "{e}");
+    }
+}
