@@ -572,7 +572,10 @@ fn a_false_shared_fact_is_caught_before_anyone_loads_it() {
     let state = dir.join("state");
     let job = "4x11";
     let want = engine(&[job], &[]);
-    let args = ["--check-one-in", "0", "--share-min-cells", "20", "--share-min-nodes", "10000", "--lease-secs", "5"];
+    // Leases long enough that the client's own searches below (the truth and the lie, in a
+    // debug build, on a busy machine) end before the coordinator forgets a silent worker
+    // (three leases); should they not, the client registers again under the same secret.
+    let args = ["--check-one-in", "0", "--share-min-cells", "20", "--share-min-nodes", "10000", "--lease-secs", "60"];
     let c = start_coordinator(&dir, &state, job, &args);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _in_runtime = rt.enter();
@@ -597,7 +600,14 @@ fn a_false_shared_fact_is_caught_before_anyone_loads_it() {
             facts: Facts::exact(engine.nimber(target).unwrap() ^ 1),
             nodes: 1_000_000,
         };
-        let reply = poisoner.submit(&u, &u.unit_id, right, vec![cram_proto::shared_to_pb(&lie, "")]).await.unwrap();
+        let shared = vec![cram_proto::shared_to_pb(&lie, "")];
+        let reply = match poisoner.submit(&u, &u.unit_id, right, shared.clone()).await {
+            Err(e) if e.code() == tonic::Code::NotFound => {
+                poisoner.register(PATIENCE).await.unwrap();
+                poisoner.submit(&u, &u.unit_id, right, shared).await.unwrap()
+            }
+            reply => reply.unwrap(),
+        };
         assert!(reply.recorded);
         // Found out by the coordinator's own search of the region: disconnected.
         let started = Instant::now();
@@ -628,6 +638,8 @@ fn a_second_coordinator_on_a_live_state_is_refused() {
     let job = "5x6";
     let want = engine(&[job], &[]);
     let c = start_coordinator(&dir, &state, job, &[]);
+    // The port file is written once the port is bound, the log once the state is open.
+    wait_for("the coordinator to open its state", PATIENCE, || state.join("events.jsonl").exists());
     let log = std::fs::read(state.join("events.jsonl")).unwrap();
     let second = coordinator_once(&state, job, &[]);
     assert_eq!(second.status.code(), Some(2), "{}", text(&second.stderr));
