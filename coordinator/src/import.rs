@@ -6,16 +6,19 @@
 //! or resting on their facts, are left out), the coordinator's own answers among them, in
 //! the order the earlier job checked their proofs. They are written into the new job's log
 //! after an [`Event::Imported`] line naming the source, so the new log alone resumes the
-//! new job. In a certified job each result's proof is copied from the source's `proofs/`
-//! when it is there, and checked again by the independent checker's rules like any
-//! arriving proof; a proof that is missing is made again (the unit is searched again).
+//! new job. In a certified job each result's proof is read from the source's `proofs/` and
+//! checked again here, in the order the earlier job checked them, by the independent
+//! checker's rules; a result whose proof is missing, or does not check (it may rest on
+//! facts of a missing one), is taken without it, and its unit is searched and proved again.
 //!
 //! What is refused, before anything is written: a source that is not a sealed event log
 //! whole up to its last line, or that holds a job on another position, with other pairing
 //! or other certificate settings (its facts would not be this job's facts).
 
 use crate::events::{Event, JobRecord, ResultRecord};
+use crate::prove::check_proof;
 use crate::store::{read_log, read_proof, StoreError, LOG_FILE, PROOF_DIR};
+use cram_certificate::Ledger;
 use cram_engine::Question;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -25,8 +28,18 @@ use std::path::{Path, PathBuf};
 pub struct Import {
     /// The source as given (a state directory or an event log).
     pub source: String,
-    /// Its results to take, in order, each with its proof's bytes when the source has them.
-    pub results: Vec<(ResultRecord, Option<Vec<u8>>)>,
+    /// Its results to take, in order; in a certified job each with its proof when the proof
+    /// is there and checks.
+    pub results: Vec<(ResultRecord, Option<CheckedProof>)>,
+}
+
+/// An imported result's proof, checked.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CheckedProof {
+    /// The proof file's bytes.
+    pub bytes: Vec<u8>,
+    /// The facts it added to the checked ones.
+    pub facts: u64,
 }
 
 /// Why an import is refused.
@@ -118,6 +131,7 @@ pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
         })
         .collect();
     results.sort_by_key(|r| proved.get(&(r.unit, r.worker.as_str())).copied().unwrap_or(usize::MAX));
+    let mut ledger = job.certificate_small.map(Ledger::new);
     let mut out = Vec::with_capacity(results.len());
     for r in results {
         let bytes = match (&r.proof, &proofs) {
@@ -128,7 +142,17 @@ pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
             },
             _ => None,
         };
-        out.push((r.clone(), bytes));
+        let proof = match (bytes, ledger.as_mut()) {
+            (Some(b), Some(ledger)) => match check_proof(ledger, r.unit, &b) {
+                Ok(facts) => Some(CheckedProof { bytes: b, facts }),
+                Err(why) => {
+                    tracing::warn!(unit = %r.unit, "an imported proof does not check ({why}); its unit is proved again");
+                    None
+                }
+            },
+            _ => None,
+        };
+        out.push((r.clone(), proof));
     }
     Ok(Import { source: name, results: out })
 }
@@ -216,16 +240,8 @@ mod tests {
             ],
         );
         let import = read(&dir, &job("4x4", Mode::Nimber)).expect("imported");
-        // The proved result first (its proof's file is not in the source: none to copy).
-        assert_eq!(import.results, vec![(d.clone(), None), (a.clone(), None)]);
-        std::fs::create_dir_all(dir.join(PROOF_DIR)).expect("proof dir");
-        std::fs::write(dir.join(PROOF_DIR).join("0123456789abcdef.proof"), b"proof").expect("proof");
-        let import = read(&dir, &job("4x4", Mode::Nimber)).expect("imported");
-        assert_eq!(import.results, vec![(d, Some(b"proof".to_vec())), (a.clone(), None)]);
-        // The log alone: no proofs.
-        let import = read(&log, &job("4x4", Mode::Nimber)).expect("imported");
-        assert_eq!(import.results.len(), 2);
-        assert!(import.results.iter().all(|(_, p)| p.is_none()));
+        // The proved result first.
+        assert_eq!(import.results, vec![(d, None), (a, None)]);
     }
 
     #[test]

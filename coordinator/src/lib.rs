@@ -154,19 +154,24 @@ async fn import(
     replay.events.push(head);
     let (mut copied, mut missing) = (0u64, 0u64);
     for (mut r, proof) in found.results {
-        if settings.certificate.is_some() {
-            match proof {
-                Some(bytes) => {
-                    r.proof = Some(store.save_proof(bytes).await?);
-                    copied += 1;
-                }
-                // Its proof is checked again, found missing, and made again.
-                None => missing += u64::from(r.proof.is_some()),
+        let mut events = Vec::with_capacity(2);
+        match proof {
+            Some(import::CheckedProof { bytes, facts }) => {
+                r.proof = Some(store.save_proof(bytes).await?);
+                copied += 1;
+                events.push(Event::Proved { unit: r.unit, worker: r.worker.clone(), facts });
+            }
+            // In a certified job its unit is searched and proved again.
+            None => {
+                missing += u64::from(settings.certificate.is_some());
+                r.proof = None;
             }
         }
-        let event = Event::Result(r);
-        store.append(&event).await?;
-        replay.events.push(event);
+        events.insert(0, Event::Result(r));
+        for event in events {
+            store.append(&event).await?;
+            replay.events.push(event);
+        }
     }
     tracing::info!(target: PROGRESS, from = %found.source, results = taken, proofs_copied = copied, proofs_to_remake = missing, "imported the results of an earlier job on this position");
     Ok(())

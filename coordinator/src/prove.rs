@@ -32,6 +32,20 @@ pub struct ProofChecked {
     pub checked: Checked,
 }
 
+/// Checks `bytes`, the proof of a result on `unit`, against the facts `ledger` holds, and
+/// adds its facts to the ledger: how many it added, or why it does not check.
+pub fn check_proof(ledger: &mut Ledger, unit: Question, bytes: &[u8]) -> Result<u64, String> {
+    let facts =
+        cram_engine::proof::read_export(bytes).map_err(|e| format!("its proof of {unit} cannot be read: {e}"))?;
+    match ledger.verify(&facts) {
+        Ok(n) => Ok(n as u64),
+        Err(Rejection::Fact { region, value, why, .. }) => {
+            Err(format!("its proof of {unit} does not check: {region} = *{value}: {why}"))
+        }
+        Err(e) => Err(format!("its proof of {unit} does not check: {e}")),
+    }
+}
+
 /// The checker of a certified job's proofs.
 pub struct ProofChecker {
     dir: PathBuf,
@@ -76,15 +90,9 @@ impl ProofChecker {
             let checked = match read_proof(&dir, &file) {
                 Err(e @ StoreError::Io { .. }) => Checked::Lost(e.to_string()),
                 Err(e) => Checked::Lost(e.to_string()),
-                Ok(bytes) => match cram_engine::proof::read_export(&bytes) {
-                    Err(e) => Checked::Refused(format!("its proof of {unit} cannot be read: {e}")),
-                    Ok(facts) => match ledger.verify(&facts) {
-                        Ok(n) => Checked::Proved(n as u64),
-                        Err(Rejection::Fact { region, value, why, .. }) => {
-                            Checked::Refused(format!("its proof of {unit} does not check: {region} = *{value}: {why}"))
-                        }
-                        Err(e) => Checked::Refused(format!("its proof of {unit} does not check: {e}")),
-                    },
+                Ok(bytes) => match check_proof(&mut ledger, unit, &bytes) {
+                    Ok(n) => Checked::Proved(n),
+                    Err(why) => Checked::Refused(why),
                 },
             };
             (ledger, ProofChecked { unit, worker, checked })
