@@ -131,6 +131,7 @@ async fn a_nimber_job_starts_from_an_outcome_jobs_results() {
             events[2..start].iter().filter(|e| e["event"] == kind).map(unit_of).collect()
         };
         let (imported, proved) = (of_kind("result"), of_kind("proved"));
+        assert!(!events.iter().any(|e| e["event"] == "distrust"), "nobody lied");
         assert_eq!(imported.len(), taken);
         let unproved: Vec<&String> = imported.iter().filter(|u| !proved.contains(u)).collect();
         let searched_again: Vec<String> = events[start..]
