@@ -225,6 +225,14 @@ pub async fn run(
     };
     let mut sched = scheduler(&settings, depth);
     sched.replay(&replay.events);
+    if replay.done.is_none() {
+        for e in sched.owed_verdicts() {
+            tracing::warn!(event = ?e, "the last run stopped between its own search and the distrust it showed; logging the distrust now");
+            store.append(&e).await?;
+            sched.apply(&e);
+            replay.events.push(e);
+        }
+    }
     check_answer(&mut sched, depth, &settings, &replay, &store)?;
     let resumed = replay.events.iter().filter(|e| matches!(e, Event::Result(_))).count();
     store.append(&Event::Start { at: cram_proto::unix_secs(), split_depth: Some(depth) }).await?;

@@ -194,6 +194,11 @@ impl Top {
         *e = e.merge(facts);
     }
 
+    /// Every region the coordinator's own searches answered, with what they found.
+    pub fn settled(&self) -> impl Iterator<Item = (AnyRegion, Facts)> + '_ {
+        self.settled.iter().map(|(r, f)| (*r, *f))
+    }
+
     /// True when the coordinator's own search answered `q`.
     pub fn is_settled(&self, q: &Question) -> bool {
         self.settled.get(&q.region).is_some_and(|f| q.query.answered_by(*f))

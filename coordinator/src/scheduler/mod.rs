@@ -675,6 +675,22 @@ impl Scheduler {
         events
     }
 
+    /// The distrusts a replayed log owes: the coordinator's own answer to a question is
+    /// logged before the distrusts it shows ([`Scheduler::searched`]), so a coordinator
+    /// killed between the two leaves a false result held that would wait for ever for the
+    /// verification it already had. A restart logs these before it serves.
+    pub fn owed_verdicts(&self) -> Vec<Event> {
+        let mut wrong: BTreeMap<String, Event> = BTreeMap::new();
+        for (region, facts) in self.top.settled() {
+            for e in self.ledger.wrong_about(region, facts) {
+                if let Event::Distrust { worker, .. } = &e {
+                    wrong.entry(worker.clone()).or_insert(e);
+                }
+            }
+        }
+        wrong.into_values().collect()
+    }
+
     /// The proof files of the results held (a distrusted worker's are gone with its
     /// results), for a certified job's certificate.
     pub fn proofs(&self) -> Vec<String> {

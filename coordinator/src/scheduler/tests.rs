@@ -415,6 +415,35 @@ fn a_false_result_chosen_for_verification_is_caught_and_everything_of_its_worker
     assert_eq!(r.results_digest(), s.results_digest());
 }
 
+/// A coordinator killed after logging its own answer to a question and before logging the
+/// distrust it showed: the replay owes that distrust, and once it is applied nothing waits.
+#[test]
+fn a_distrust_cut_off_by_a_kill_is_owed_by_the_replay() {
+    let mut s = scheduler(CheckPolicy { sample_one_in: 1, decisive: true });
+    let t0 = s.since;
+    let liar = s.register("11", "liar", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &liar, 0, t0);
+    let mut log = submit(&mut s, sub(&liar, u, k, lie(u), true, 9)).1;
+    let q = s.next_search().expect("the result is verified");
+    let answer = s.searched(q, truth(q), 100, 1);
+    assert!(matches!(&answer[..], [Event::Result(_), Event::Distrust { .. }]), "{answer:?}");
+    // Killed after the first line.
+    log.push(answer[0].clone());
+    let mut r = scheduler(CheckPolicy { sample_one_in: 1, decisive: true });
+    r.replay(&log);
+    assert!(!r.ledger.awaiting().is_empty(), "the false result waits");
+    let owed = r.owed_verdicts();
+    assert!(matches!(&owed[..], [Event::Distrust { worker, .. }] if *worker == liar), "{owed:?}");
+    r.apply(&owed[0]);
+    assert!(r.ledger.awaiting().is_empty() && r.workers.is_distrusted(&liar));
+    assert!(r.owed_verdicts().is_empty(), "owed once");
+    // A log with every line owes nothing.
+    let mut whole = scheduler(CheckPolicy { sample_one_in: 1, decisive: true });
+    log.extend(answer[1..].iter().cloned());
+    whole.replay(&log);
+    assert!(whole.owed_verdicts().is_empty());
+}
+
 #[test]
 fn a_result_that_contradicts_held_facts_is_decided_by_the_coordinators_search() {
     let mut s = scheduler(CheckPolicy::NONE);
