@@ -197,6 +197,9 @@ impl Ledger {
             self.awaiting.remove(&q);
         }
         self.to_reprove.remove(&q);
+        // A replayed log queues every result's proof before it reads that it was checked:
+        // a checked proof is not checked again after a restart.
+        self.to_prove.retain(|(u, w, _)| *u != q || w != worker);
     }
 
     /// The proof of `worker`'s result on `q` is gone (its file missing after a restart):
