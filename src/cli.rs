@@ -6,6 +6,7 @@ use crate::{default_db_dir, Failure};
 use clap::Args;
 use cram_engine::solver::SharedTables;
 use cram_engine::{Board, Config, DbSet, Interrupted, Outcome, ParallelSolver, Solver};
+use cram_worker::owners_model::OwnersReport;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -165,6 +166,9 @@ pub struct SolveRecord {
     /// The certificate written, with `--certificate`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certificate: Option<CertificateRecord>,
+    /// The messages of the model of knowledge with owners, with `--model-owners`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owners: Option<OwnersReport>,
 }
 
 /// A certificate written by a solve.
@@ -216,6 +220,16 @@ pub fn print_record(r: &SolveRecord, json: bool) {
             thousands(c.facts),
             thousands(c.bytes),
             c.millis as f64 / 1000.0
+        );
+    }
+    if let Some(o) = &r.owners {
+        println!(
+            "  owners model: {} asks ({} answered, {} exact), {} facts told, {} regions held",
+            thousands(o.asks),
+            thousands(o.answered),
+            thousands(o.exact),
+            thousands(o.tells),
+            thousands(o.keys)
         );
     }
 }

@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use cram_coordinator::scheduler::{CheckPolicy, Status};
 use cram_coordinator::{CertificateTarget, CoordError, Finished, Settings as CoordSettings, Share, Split};
 use cram_engine::{Board, Mode};
+use cram_worker::owners_model::{OwnersModel, OwnersSpec};
 use cram_worker::{Settings as WorkerSettings, WorkerError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -277,6 +278,16 @@ pub struct LocalClusterArgs {
     /// (units done, nodes, nodes per second, root bounds, ETA).
     #[arg(long, value_name = "S", default_value_t = 120, requires = "workers", value_parser = clap::value_parser!(u64).range(1..))]
     pub progress_secs: u64,
+    /// With --workers: give each worker a table of its own, as on separate machines (by
+    /// default the workers of one process share one table), to measure what separate
+    /// memories cost without starting processes.
+    #[arg(long, requires = "workers")]
+    pub separate_tables: bool,
+    /// With --separate-tables: link the workers' searches to a model of knowledge with
+    /// owners, CELLS,NODES,DELAY_MS,LATENCY_US (docs/cluster.md, "Knowledge with owners,
+    /// measured"), and report its messages.
+    #[arg(long, value_name = "SPEC", requires = "separate_tables")]
+    pub model_owners: Option<OwnersSpec>,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -349,6 +360,7 @@ fn record(spec: &str, board: &Board, f: &Finished) -> SolveRecord {
             bytes: c.bytes,
             millis: c.millis,
         }),
+        owners: None,
     }
 }
 
@@ -467,6 +479,7 @@ pub fn run_worker(a: &WorkerArgs) -> Result<(), Failure> {
             .transpose()?,
         tls_ca: read_pem(&a.tls.tls_ca, "--tls-ca")?,
         proved: cram_worker::ProvedLog::default(),
+        owners: None,
     };
     let summary = runtime()?.block_on(cram_worker::run(settings, signalled())).map_err(worker_failure)?;
     if let Some(d) = summary.done {
@@ -632,6 +645,11 @@ pub fn solve_with_workers(
         Some(0) | None => default_threads(),
         Some(n) => n,
     };
+    if local.model_owners.is_some() && certificate.target().is_some() {
+        return Err(Failure::input(
+            "--model-owners measures a search, not a proof: it cannot be used with --certificate",
+        ));
+    }
     let dbs = db.checked_databases()?;
     let temp = local
         .state
@@ -671,7 +689,8 @@ pub fn solve_with_workers(
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;
         let url = format!("http://{}", listener.local_addr().map_err(Failure::runtime)?);
         let tt_bytes = tt_budget(tt_mb);
-        let shared = cram_worker::shared_tables(n as usize, tt_bytes);
+        let shared = if local.separate_tables { None } else { cram_worker::shared_tables(n as usize, tt_bytes) };
+        let owners = local.model_owners.map(OwnersModel::new);
         let proved = cram_worker::ProvedLog::default();
         let mut workers = Vec::new();
         for i in 0..n {
@@ -690,6 +709,7 @@ pub fn solve_with_workers(
                 metrics: None,
                 tls_ca: None,
                 proved: proved.clone(),
+                owners: owners.clone(),
             };
             let mut stop = stop_rx.clone();
             workers.push(tokio::spawn(cram_worker::run(settings, async move {
@@ -704,7 +724,7 @@ pub fn solve_with_workers(
         for w in workers {
             let _ = w.await;
         }
-        finished.map_err(|e| match (e, &temp) {
+        finished.map(|f| (f, owners.map(|o| o.report()))).map_err(|e| match (e, &temp) {
             // The temporary state goes with the process: nothing to resume from.
             (CoordError::Stopped(_), Some(_)) => {
                 Failure::runtime("stopped before the answer (with --state DIR a solve can be resumed)")
@@ -715,7 +735,8 @@ pub fn solve_with_workers(
     if let Some(t) = temp {
         let _ = std::fs::remove_dir_all(t);
     }
-    Ok(record(spec, board, &result?))
+    let (finished, owners) = result?;
+    Ok(SolveRecord { owners, ..record(spec, board, &finished) })
 }
 
 /// Shared by tests of the status text.

@@ -117,6 +117,7 @@ pub fn solve_one(solver: &mut ParallelSolver, spec: &str, board: &Board, mode: M
         facts_shared: None,
         check_nodes: None,
         certificate: None,
+        owners: None,
     })
 }
 

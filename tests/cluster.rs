@@ -433,6 +433,52 @@ fn a_solve_imports_an_earlier_jobs_results() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--separate-tables --model-owners`: workers with tables of their own, linked to the model
+/// of knowledge with owners (with and without a network's delays), give the engine's answers
+/// and report the model's messages; the model cannot be asked for with a certificate.
+#[test]
+fn the_owners_model_leaves_answers_right_and_counts_its_messages() {
+    let want = engine(&["5x6", "4x7", "3x9"], &[]);
+    for spec in ["8,1,0,0", "8,1,20,300"] {
+        for job in ["5x6", "4x7", "3x9"] {
+            let o = cram(&[
+                "solve",
+                job,
+                "--no-db",
+                "--workers",
+                "2",
+                "--separate-tables",
+                "--model-owners",
+                spec,
+                "--json",
+            ]);
+            assert!(o.status.success(), "{}", text(&o.stderr));
+            let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+            assert_eq!((v["outcome"].as_str().unwrap().to_string(), v["nimber"].clone()), want[job], "{job} {spec}");
+            let owners = &v["owners"];
+            assert!(owners["asks"].as_u64().unwrap() > 0 && owners["tells"].as_u64().unwrap() > 0, "{job} {spec}: {v}");
+            assert!(owners["answered"].as_u64() <= owners["asks"].as_u64(), "{v}");
+        }
+    }
+    let cert = scratch("owners").join("c.cert");
+    let o = cram(&[
+        "solve",
+        "5x6",
+        "--workers",
+        "2",
+        "--separate-tables",
+        "--model-owners",
+        "8,1,0,0",
+        "--certificate",
+        &cert.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("cannot be used with --certificate"), "{}", text(&o.stderr));
+    let o = cram(&["solve", "5x6", "--workers", "2", "--separate-tables", "--model-owners", "8,1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("CELLS,NODES,DELAY_MS,LATENCY_US"), "{}", text(&o.stderr));
+}
+
 /// A test client speaking the protocol that answers every unit it leases falsely, and also
 /// sends a false answer to the unit's region's nimber, which it was never given. Like a
 /// worker it rides through coordinator restarts (it registers again under the same id and

@@ -331,6 +331,26 @@ impl Busy {
     }
 }
 
+/// Knowledge kept outside a solver's tables: what other machines' searches established
+/// about large regions, each region at its owner (knowledge with owners,
+/// docs/cluster.md). A solver asks before it searches a region it does not know exactly,
+/// and tells what its searches of such regions establish.
+pub trait Remote: Send {
+    /// What is known elsewhere of region `r`, and the nodes it cost (`None`: nothing).
+    fn ask(&mut self, r: &AnyRegion) -> Option<(Facts, u64)>;
+    /// Region `r`'s facts, just established by a search of `nodes` nodes.
+    fn tell(&mut self, r: &AnyRegion, facts: Facts, nodes: u64);
+}
+
+/// A solver's link to [`Remote`] knowledge and which regions go through it.
+struct RemoteLink {
+    store: Box<dyn Remote>,
+    /// Regions of at least this many cells are asked for and told.
+    min_cells: u32,
+    /// Only facts that cost at least this many nodes are told.
+    min_nodes: u64,
+}
+
 /// A single-threaded solver with its caches; reuse it across positions to share them.
 pub struct Solver {
     tt64: Table<u64>,
@@ -351,6 +371,7 @@ pub struct Solver {
     /// of at least this many cells that took at least this many nodes.
     sharing: Option<(u32, u64)>,
     learned: Vec<SharedFact>,
+    remote: Option<RemoteLink>,
 }
 
 impl Solver {
@@ -372,7 +393,16 @@ impl Solver {
             busy: None,
             sharing: None,
             learned: Vec::new(),
+            remote: None,
         }
+    }
+
+    /// Asks `store` about every region of at least `min_cells` cells this solver must
+    /// search and does not know exactly, and tells it the facts its searches of such
+    /// regions establish when they cost at least `min_nodes` nodes. `None`: no remote
+    /// knowledge.
+    pub fn set_remote(&mut self, remote: Option<(Box<dyn Remote>, u32, u64)>) {
+        self.remote = remote.map(|(store, min_cells, min_nodes)| RemoteLink { store, min_cells, min_nodes });
     }
 
     /// With `Some((min_cells, min_nodes))`, keeps for [`Solver::take_learned`] the facts
@@ -584,9 +614,37 @@ impl Solver {
         }
     }
 
+    /// [`Solver::facts`], then for a large region not known exactly what the remote
+    /// knowledge holds (kept in the table at the cost it came with).
+    fn lookup<B: Word>(&mut self, r: &Region<B>) -> Result<Facts, u8> {
+        let b = self.facts(r)?;
+        let Some(link) = self.remote.as_mut().filter(|l| r.cells() >= l.min_cells) else {
+            return Ok(b);
+        };
+        let Some((far, nodes)) = link.store.ask(&B::any(*r)) else {
+            return Ok(b);
+        };
+        // Facts that contradict what this solver knows are not taken (they are false, or
+        // ours are): the search goes on as if nothing had been heard.
+        let b = match b.merge(far) {
+            m if m.is_contradictory() => return Ok(b),
+            m => m,
+        };
+        B::table_mut(self).put(r.bits, r.stride, b, nodes);
+        match b.value() {
+            Some(v) => Err(v),
+            None => Ok(b),
+        }
+    }
+
     fn store<B: Word>(&mut self, r: &Region<B>, b: Facts, since: u64) {
         let nodes = self.nodes - since;
         B::table_mut(self).put(r.bits, r.stride, b, nodes);
+        if let Some(link) = self.remote.as_mut() {
+            if nodes >= link.min_nodes && r.cells() >= link.min_cells {
+                link.store.tell(&B::any(*r), b, nodes);
+            }
+        }
         if let Some((cells, min_nodes)) = self.sharing {
             if nodes >= min_nodes && r.cells() >= cells {
                 self.learned.push(SharedFact { region: B::any(*r), facts: b, nodes });
@@ -595,7 +653,7 @@ impl Solver {
     }
 
     fn nimber_g<B: Word>(&mut self, r: Region<B>) -> Res<u8> {
-        let mut b = match self.facts(&r) {
+        let mut b = match self.lookup(&r) {
             Ok(b) => b,
             Err(v) => return Ok(v),
         };
@@ -633,7 +691,7 @@ impl Solver {
     /// answered. With [`Search::Values`] the set is one value n, and the node looks for an
     /// option of value n first, then for each value below n.
     fn query_g<B: Word>(&mut self, r: Region<B>, asked: u64) -> Res<Option<u8>> {
-        let mut b = match self.facts(&r) {
+        let mut b = match self.lookup(&r) {
             Ok(b) => b,
             Err(v) => return Ok(Some(v)),
         };

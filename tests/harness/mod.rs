@@ -179,6 +179,7 @@ pub fn worker_settings(url: &str, name: &str, token: Option<&str>, protocol: u32
         metrics: None,
         tls_ca: None,
         proved: cram_worker::ProvedLog::default(),
+        owners: None,
     }
 }
 

@@ -13,6 +13,8 @@
 //! - [`underway`]: the units being searched, what heartbeats report.
 //! - [`cache`]: the sled cache of answers; [`metrics`]: Prometheus text and the summary
 //!   line.
+//! - [`owners_model`]: a model of knowledge with owners, for workers in one process, that
+//!   measures what such knowledge would save.
 //!
 //! The worker exits when told the job is done, or on shutdown after handing its units back
 //! at once. A refusal (other protocol, build or databases, wrong token) is final; so is a
@@ -25,6 +27,7 @@ pub mod cache;
 pub mod link;
 pub mod memory;
 pub mod metrics;
+pub mod owners_model;
 pub mod search;
 pub mod underway;
 
@@ -75,6 +78,9 @@ pub struct Settings {
     /// Facts of certified units' proofs that the coordinator kept, shared by the search
     /// threads of this process (and by the workers of one process that share `shared`).
     pub proved: ProvedLog,
+    /// The model of knowledge with owners the searches ask and tell (workers in one
+    /// process only, to measure it; [`owners_model`]).
+    pub owners: Option<owners_model::OwnersModel>,
 }
 
 /// What a worker run did.
@@ -214,8 +220,14 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         threads: threads as u32,
     };
     let (link, actor) = link::channel(client, &settings.url, identity, stopped);
-    let memory =
-        Memory::new(settings.dbs.clone(), threads, settings.tt_bytes, settings.shared.clone(), settings.proved.clone());
+    let memory = Memory::new(
+        settings.dbs.clone(),
+        threads,
+        settings.tt_bytes,
+        settings.shared.clone(),
+        settings.proved.clone(),
+        settings.owners.clone(),
+    );
     let worker = Arc::new(Worker {
         settings,
         link,

@@ -4,6 +4,7 @@
 //! thread with an older solver builds a new one), and in a certified job the facts of its
 //! proofs that the coordinator kept.
 
+use crate::owners_model::OwnersModel;
 use cram_certificate::Shape;
 use cram_engine::proof::Proofs;
 use cram_engine::solver::SharedTables;
@@ -64,17 +65,21 @@ pub struct Memory {
     generation: AtomicU64,
     /// In a certified job: the facts the coordinator kept from this process's proofs.
     proved: ProvedLog,
+    /// The model of knowledge with owners every solver is linked to, if any.
+    owners: Option<OwnersModel>,
 }
 
 impl Memory {
     /// The memory of `threads` search threads with `tt_bytes` of tables in all (`tables`:
-    /// shared ones, if the threads share), searching with `dbs`.
+    /// shared ones, if the threads share), searching with `dbs` (and `owners`, a model of
+    /// knowledge with owners, if any).
     pub fn new(
         dbs: Arc<DbSet>,
         threads: usize,
         tt_bytes: usize,
         tables: Option<SharedTables>,
         proved: ProvedLog,
+        owners: Option<OwnersModel>,
     ) -> Memory {
         Memory {
             dbs,
@@ -84,6 +89,7 @@ impl Memory {
             loaded: Mutex::new(BTreeSet::new()),
             generation: AtomicU64::new(0),
             proved,
+            owners,
         }
     }
 
@@ -100,6 +106,9 @@ impl Memory {
         let mut s = Solver::new(&Config { tt_bytes: own, pairing }, self.dbs.clone());
         if let Some(t) = &shared {
             s.set_shared(t);
+        }
+        if let Some(model) = &self.owners {
+            s.set_remote(Some(model.link()));
         }
         s
     }
