@@ -12,7 +12,7 @@ use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
 use cram_engine::solver::Remote;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -102,8 +102,7 @@ impl OwnersModel {
     /// What a solver is given: its link to the store, and the least cells and nodes of the
     /// facts that go through it ([`cram_engine::Solver::set_remote`]).
     pub fn link(&self) -> (Box<dyn Remote>, u32, u64) {
-        let link = Link { model: self.clone(), awaited: HashMap::new() };
-        (Box::new(link), self.spec.min_cells, self.spec.min_nodes)
+        (Box::new(Link::new(self.clone())), self.spec.min_cells, self.spec.min_nodes)
     }
 
     /// The counters so far.
@@ -147,11 +146,36 @@ impl OwnersModel {
     }
 }
 
+/// How long an answer that has arrived waits to be used before it is forgotten: what keeps
+/// a link's memory to the answers of the last second (a real near cache is bounded too).
+const FORGET: Duration = Duration::from_secs(1);
+
 /// One solver's link to the store: with a latency, the answers on their way to it.
 struct Link {
     model: OwnersModel,
     /// Per region asked: the answer and when it arrives.
     awaited: HashMap<AnyRegion, (Option<(Facts, u64)>, Instant)>,
+    /// The regions of `awaited` in the order their answers arrive (the latency is fixed).
+    arrivals: VecDeque<(Instant, AnyRegion)>,
+}
+
+impl Link {
+    fn new(model: OwnersModel) -> Link {
+        Link { model, awaited: HashMap::new(), arrivals: VecDeque::new() }
+    }
+
+    /// Forgets the answers that arrived more than [`FORGET`] ago and were not used.
+    fn forget(&mut self, now: Instant) {
+        while let Some(&(arrives, r)) = self.arrivals.front() {
+            if arrives + FORGET > now {
+                break;
+            }
+            self.arrivals.pop_front();
+            if self.awaited.get(&r).is_some_and(|a| a.1 == arrives) {
+                self.awaited.remove(&r);
+            }
+        }
+    }
 }
 
 impl Remote for Link {
@@ -160,6 +184,7 @@ impl Remote for Link {
             return self.model.answer(r);
         }
         let now = Instant::now();
+        self.forget(now);
         match self.awaited.get(r) {
             Some(&(answer, arrives)) if arrives <= now => {
                 self.awaited.remove(r);
@@ -168,7 +193,9 @@ impl Remote for Link {
             Some(_) => None,
             None => {
                 let answer = self.model.answer(r);
-                self.awaited.insert(*r, (answer, now + self.model.spec.latency));
+                let arrives = now + self.model.spec.latency;
+                self.awaited.insert(*r, (answer, arrives));
+                self.arrivals.push_back((arrives, *r));
                 None
             }
         }
@@ -225,11 +252,18 @@ mod tests {
         assert_eq!(late.link().0.ask(&region), None, "told a minute too early to be heard");
         let far = OwnersModel::new("4,1,0,30000".parse().unwrap());
         far.tell(&region, facts, 100);
-        let (mut link, _, _) = far.link();
+        let mut link = Link::new(far.clone());
         assert_eq!(link.ask(&region), None, "the answer is on its way");
         assert_eq!(link.ask(&region), None, "still on its way, and asked once");
         assert_eq!(far.report().asks, 1);
         std::thread::sleep(Duration::from_millis(40));
         assert_eq!(link.ask(&region), Some((facts, 100)));
+        assert_eq!(link.ask(&region), None, "asked again: a new answer on its way");
+        std::thread::sleep(FORGET + Duration::from_millis(40));
+        let other = cram_engine::solver::board_regions(&Board::parse("4x5").unwrap()).0[0];
+        assert_eq!(link.ask(&other), None);
+        assert_eq!(far.report().asks, 3);
+        assert_eq!(link.awaited.len(), 1, "the answers unused for a second are forgotten");
+        assert!(link.awaited.contains_key(&other));
     }
 }
