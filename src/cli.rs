@@ -224,10 +224,11 @@ pub fn print_record(r: &SolveRecord, json: bool) {
     }
     if let Some(o) = &r.owners {
         println!(
-            "  owners model: {} asks ({} answered, {} exact), {} facts told, {} regions held",
+            "  owners model: {} asks ({} answered, {} exact, {} read), {} facts told, {} regions held",
             thousands(o.asks),
             thousands(o.answered),
             thousands(o.exact),
+            thousands(o.used),
             thousands(o.tells),
             thousands(o.keys)
         );

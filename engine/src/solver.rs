@@ -617,20 +617,22 @@ impl Solver {
     /// [`Solver::facts`], then for a large region not known exactly what the remote
     /// knowledge holds (kept in the table at the cost it came with).
     fn lookup<B: Word>(&mut self, r: &Region<B>) -> Result<Facts, u8> {
-        let b = self.facts(r)?;
+        let known = self.facts(r)?;
         let Some(link) = self.remote.as_mut().filter(|l| r.cells() >= l.min_cells) else {
-            return Ok(b);
+            return Ok(known);
         };
         let Some((far, nodes)) = link.store.ask(&B::any(*r)) else {
-            return Ok(b);
+            return Ok(known);
         };
         // Facts that contradict what this solver knows are not taken (they are false, or
         // ours are): the search goes on as if nothing had been heard.
-        let b = match b.merge(far) {
-            m if m.is_contradictory() => return Ok(b),
+        let b = match known.merge(far) {
+            m if m.is_contradictory() => return Ok(known),
             m => m,
         };
-        B::table_mut(self).put(r.bits, r.stride, b, nodes);
+        if b != known {
+            B::table_mut(self).put(r.bits, r.stride, b, nodes);
+        }
         match b.value() {
             Some(v) => Err(v),
             None => Ok(b),

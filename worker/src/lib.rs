@@ -79,7 +79,8 @@ pub struct Settings {
     /// threads of this process (and by the workers of one process that share `shared`).
     pub proved: ProvedLog,
     /// The model of knowledge with owners the searches ask and tell (workers in one
-    /// process only, to measure it; [`owners_model`]).
+    /// process only, to measure it; [`owners_model`]). Never in a certified job: the facts
+    /// it hands a search are not proved.
     pub owners: Option<owners_model::OwnersModel>,
 }
 

@@ -58,18 +58,42 @@ impl std::str::FromStr for OwnersSpec {
 pub struct OwnersReport {
     /// Asks sent (one per region and asker while an answer is awaited).
     pub asks: u64,
-    /// Asks answered with facts.
+    /// Asks the store answered with facts (counted when it answers: with a latency, some
+    /// answers arrive after the asker searched the region itself).
     pub answered: u64,
-    /// Asks answered with the region's exact value.
+    /// Asks the store answered with the region's exact value (counted as `answered`).
     pub exact: u64,
+    /// Answers with facts that reached a search which then read them: `answered` with a
+    /// latency of zero; fewer with a latency.
+    pub used: u64,
     /// Facts told.
     pub tells: u64,
     /// Regions the store holds facts about at the end.
     pub keys: u64,
 }
 
-/// What the store holds of a region: its facts, what they cost, and when they last grew.
-type Entry = (Facts, u64, Instant);
+/// What the store holds of a region.
+struct Entry {
+    /// The facts the others have heard, and the most nodes any of them cost.
+    heard: (Facts, u64),
+    /// Facts told less than the delay ago, with when each was told: each is heard once its
+    /// own delay has passed (a later tell does not hold back an earlier one).
+    pending: Vec<(Facts, u64, Instant)>,
+}
+
+impl Entry {
+    /// Moves to `heard` the pending facts told at least `delay` ago.
+    fn hear(&mut self, delay: Duration) {
+        let heard = &mut self.heard;
+        self.pending.retain(|&(facts, nodes, told)| {
+            let due = told.elapsed() >= delay;
+            if due {
+                *heard = (heard.0.merge(facts), heard.1.max(nodes));
+            }
+            !due
+        });
+    }
+}
 
 /// Locks over the store, so that the workers' threads rarely wait for each other.
 const SHARDS: usize = 64;
@@ -83,6 +107,7 @@ pub struct OwnersModel {
     asks: Arc<AtomicU64>,
     answered: Arc<AtomicU64>,
     exact: Arc<AtomicU64>,
+    used: Arc<AtomicU64>,
     tells: Arc<AtomicU64>,
 }
 
@@ -95,6 +120,7 @@ impl OwnersModel {
             asks: Arc::default(),
             answered: Arc::default(),
             exact: Arc::default(),
+            used: Arc::default(),
             tells: Arc::default(),
         }
     }
@@ -112,6 +138,7 @@ impl OwnersModel {
             asks: self.asks.load(Ordering::Relaxed),
             answered: self.answered.load(Ordering::Relaxed),
             exact: self.exact.load(Ordering::Relaxed),
+            used: self.used.load(Ordering::Relaxed),
             tells: self.tells.load(Ordering::Relaxed),
             keys,
         }
@@ -126,8 +153,13 @@ impl OwnersModel {
     /// The owner's answer now: the facts heard of `r` (told at least the delay ago).
     fn answer(&self, r: &AnyRegion) -> Option<(Facts, u64)> {
         self.asks.fetch_add(1, Ordering::Relaxed);
-        let entry = self.shard(r).lock().expect("owners lock").get(r).copied();
-        let (facts, nodes, _) = entry.filter(|e| e.2.elapsed() >= self.spec.delay)?;
+        let mut shard = self.shard(r).lock().expect("owners lock");
+        let entry = shard.get_mut(r)?;
+        entry.hear(self.spec.delay);
+        let (facts, nodes) = entry.heard;
+        if facts == Facts::UNKNOWN {
+            return None;
+        }
         self.answered.fetch_add(1, Ordering::Relaxed);
         if facts.value().is_some() {
             self.exact.fetch_add(1, Ordering::Relaxed);
@@ -138,11 +170,17 @@ impl OwnersModel {
     fn tell(&self, r: &AnyRegion, facts: Facts, nodes: u64) {
         self.tells.fetch_add(1, Ordering::Relaxed);
         let mut shard = self.shard(r).lock().expect("owners lock");
-        let entry = shard.entry(*r).or_insert((Facts::UNKNOWN, 0, Instant::now()));
-        let merged = entry.0.merge(facts);
-        if merged != entry.0 {
-            *entry = (merged, entry.1.max(nodes), Instant::now());
+        let entry = shard.entry(*r).or_insert(Entry { heard: (Facts::UNKNOWN, 0), pending: Vec::new() });
+        let known = entry.pending.iter().fold(entry.heard.0, |known, p| known.merge(p.0));
+        if known.merge(facts) != known {
+            entry.pending.push((facts, nodes, Instant::now()));
+            entry.hear(self.spec.delay);
         }
+    }
+
+    /// Counts an answer with facts that a search read.
+    fn used(&self) {
+        self.used.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -181,13 +219,20 @@ impl Link {
 impl Remote for Link {
     fn ask(&mut self, r: &AnyRegion) -> Option<(Facts, u64)> {
         if self.model.spec.latency.is_zero() {
-            return self.model.answer(r);
+            let answer = self.model.answer(r);
+            if answer.is_some() {
+                self.model.used();
+            }
+            return answer;
         }
         let now = Instant::now();
         self.forget(now);
         match self.awaited.get(r) {
             Some(&(answer, arrives)) if arrives <= now => {
                 self.awaited.remove(r);
+                if answer.is_some() {
+                    self.model.used();
+                }
                 answer
             }
             Some(_) => None,
@@ -250,6 +295,15 @@ mod tests {
         let late = OwnersModel::new("4,1,60000,0".parse().unwrap());
         late.tell(&region, facts, 100);
         assert_eq!(late.link().0.ask(&region), None, "told a minute too early to be heard");
+        let soon = OwnersModel::new("4,1,30,0".parse().unwrap());
+        soon.tell(&region, Facts::excluding(0), 10);
+        std::thread::sleep(Duration::from_millis(40));
+        soon.tell(&region, facts, 100);
+        let mut link = soon.link().0;
+        assert_eq!(link.ask(&region), Some((Facts::excluding(0), 10)), "a later tell holds back no earlier one");
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(link.ask(&region), Some((facts, 100)));
+        assert_eq!((soon.report().answered, soon.report().used), (2, 2));
         let far = OwnersModel::new("4,1,0,30000".parse().unwrap());
         far.tell(&region, facts, 100);
         let mut link = Link::new(far.clone());
@@ -258,11 +312,13 @@ mod tests {
         assert_eq!(far.report().asks, 1);
         std::thread::sleep(Duration::from_millis(40));
         assert_eq!(link.ask(&region), Some((facts, 100)));
+        assert_eq!((far.report().answered, far.report().used), (1, 1));
         assert_eq!(link.ask(&region), None, "asked again: a new answer on its way");
         std::thread::sleep(FORGET + Duration::from_millis(40));
         let other = cram_engine::solver::board_regions(&Board::parse("4x5").unwrap()).0[0];
         assert_eq!(link.ask(&other), None);
         assert_eq!(far.report().asks, 3);
+        assert_eq!((far.report().answered, far.report().used), (2, 1), "one answer was never read");
         assert_eq!(link.awaited.len(), 1, "the answers unused for a second are forgotten");
         assert!(link.awaited.contains_key(&other));
     }
