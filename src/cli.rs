@@ -224,7 +224,7 @@ pub fn print_record(r: &SolveRecord, json: bool) {
     }
     if let Some(o) = &r.owners {
         println!(
-            "  owners model: {} asks ({} answered, {} exact, {} read), {} facts told, {} regions held",
+            "  owners model: {} asks ({} answered, {} exact, {} used), {} facts told, {} regions held",
             thousands(o.asks),
             thousands(o.answered),
             thousands(o.exact),

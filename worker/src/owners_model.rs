@@ -178,9 +178,12 @@ impl OwnersModel {
         }
     }
 
-    /// Counts an answer with facts that a search read.
-    fn used(&self) {
-        self.used.fetch_add(1, Ordering::Relaxed);
+    /// An answer as a search reads it, counted in `used` if it holds facts.
+    fn read(&self, answer: Option<(Facts, u64)>) -> Option<(Facts, u64)> {
+        if answer.is_some() {
+            self.used.fetch_add(1, Ordering::Relaxed);
+        }
+        answer
     }
 }
 
@@ -219,21 +222,14 @@ impl Link {
 impl Remote for Link {
     fn ask(&mut self, r: &AnyRegion) -> Option<(Facts, u64)> {
         if self.model.spec.latency.is_zero() {
-            let answer = self.model.answer(r);
-            if answer.is_some() {
-                self.model.used();
-            }
-            return answer;
+            return self.model.read(self.model.answer(r));
         }
         let now = Instant::now();
         self.forget(now);
         match self.awaited.get(r) {
             Some(&(answer, arrives)) if arrives <= now => {
                 self.awaited.remove(r);
-                if answer.is_some() {
-                    self.model.used();
-                }
-                answer
+                self.model.read(answer)
             }
             Some(_) => None,
             None => {
@@ -295,26 +291,26 @@ mod tests {
         let late = OwnersModel::new("4,1,60000,0".parse().unwrap());
         late.tell(&region, facts, 100);
         assert_eq!(late.link().0.ask(&region), None, "told a minute too early to be heard");
-        let soon = OwnersModel::new("4,1,30,0".parse().unwrap());
+        let soon = OwnersModel::new("4,1,1000,0".parse().unwrap());
         soon.tell(&region, Facts::excluding(0), 10);
-        std::thread::sleep(Duration::from_millis(40));
+        std::thread::sleep(Duration::from_millis(1100));
         soon.tell(&region, facts, 100);
         let mut link = soon.link().0;
         assert_eq!(link.ask(&region), Some((Facts::excluding(0), 10)), "a later tell holds back no earlier one");
-        std::thread::sleep(Duration::from_millis(40));
+        std::thread::sleep(Duration::from_millis(1100));
         assert_eq!(link.ask(&region), Some((facts, 100)));
         assert_eq!((soon.report().answered, soon.report().used), (2, 2));
-        let far = OwnersModel::new("4,1,0,30000".parse().unwrap());
+        let far = OwnersModel::new("4,1,0,500000".parse().unwrap());
         far.tell(&region, facts, 100);
         let mut link = Link::new(far.clone());
         assert_eq!(link.ask(&region), None, "the answer is on its way");
         assert_eq!(link.ask(&region), None, "still on its way, and asked once");
         assert_eq!(far.report().asks, 1);
-        std::thread::sleep(Duration::from_millis(40));
+        std::thread::sleep(Duration::from_millis(600));
         assert_eq!(link.ask(&region), Some((facts, 100)));
         assert_eq!((far.report().answered, far.report().used), (1, 1));
         assert_eq!(link.ask(&region), None, "asked again: a new answer on its way");
-        std::thread::sleep(FORGET + Duration::from_millis(40));
+        std::thread::sleep(FORGET + Duration::from_millis(600));
         let other = cram_engine::solver::board_regions(&Board::parse("4x5").unwrap()).0[0];
         assert_eq!(link.ask(&other), None);
         assert_eq!(far.report().asks, 3);
