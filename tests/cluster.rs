@@ -485,10 +485,10 @@ fn the_owners_model_leaves_answers_right_and_counts_its_messages() {
 /// sends a result until the coordinator answers), and it keeps at it until it is
 /// disconnected (PERMISSION_DENIED) or stopped. Returns its id, the false results the
 /// coordinator received, and whether it was disconnected.
-async fn liar(url: String, stop: tokio::sync::watch::Receiver<bool>) -> (String, u32, bool) {
+async fn liar(url: String, secret: String, stop: tokio::sync::watch::Receiver<bool>) -> (String, u32, bool) {
     use common::client::{Oracle, ProtoClient};
     use tonic::Code;
-    let mut c = ProtoClient::new(&url, "liar");
+    let mut c = ProtoClient::with_secret(&url, "liar", &secret);
     let mut oracle = Oracle::default();
     let id = c.id();
     let mut lies = 0u32;
@@ -553,9 +553,17 @@ fn chaos_kills_and_a_liar_leave_the_answer_right() {
     let addr = c.url.trim_start_matches("http://").to_string();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let liar = rt.spawn(liar(c.url.clone(), stop_rx));
+    let secret = cram_proto::new_worker_secret();
+    let liar_id = format!("liar#{}", cram_proto::secret_digest(&secret));
+    let liar = rt.spawn(liar(c.url.clone(), secret, stop_rx));
     let cache = |i: usize| dir.join(format!("cache-{i}")).display().to_string();
     let mut workers: Vec<Child> = (0..2).map(|i| start_worker(&dir, &c.url, &["--cache", &cache(i)]).0).collect();
+    // The kills begin once a false result of the liar's is in the log: under kills a lie
+    // can be lost to every restart (its lease gone, its unit leased to another), and a
+    // busy machine can make that last for the whole job.
+    let lied = |e: &Value| e["worker"] == liar_id.as_str() && (e["event"] == "result" || e["event"] == "refused");
+    wait_for("a false result of the liar's in the log", 120, || events(&state).iter().any(lied));
+    eprintln!("chaos: the liar's first false result logged after {:.1} s", started.elapsed().as_secs_f64());
     let mut rng = rand::rng();
     let (mut coordinator_kills, mut worker_kills) = (0, 0);
     while coordinator_kills < 20 {
@@ -576,7 +584,8 @@ fn chaos_kills_and_a_liar_leave_the_answer_right() {
     }
     let (outcome, nimber) = result_of(c, 600);
     stop_tx.send_replace(true);
-    let (liar_id, lies, disconnected) = rt.block_on(liar).unwrap();
+    let (liar_named, lies, disconnected) = rt.block_on(liar).unwrap();
+    assert_eq!(liar_named, liar_id);
     assert_eq!((outcome, nimber), want[job].clone(), "the answer is the engine's");
     for w in &mut workers {
         assert!(wait(w, PATIENCE, "worker").success(), "workers exit 0 when the job is done");
