@@ -567,7 +567,10 @@ fn status_text(s: &Status) -> String {
             let nimber = a.nimber.map_or_else(String::new, |x| format!(", nimber *{x}"));
             out += &format!("answer: {}{nimber}\n", a.outcome.describe());
         }
-        (None, Some(eta)) => out += &format!("ETA: about {eta} s\n"),
+        (None, Some(eta)) if s.eta_lower_bound => {
+            out += &format!("ETA: at least {eta} s (the open units are a window: more are certain to follow)\n")
+        }
+        (None, Some(eta)) => out += &format!("ETA: about {eta} s (for the units open now)\n"),
         (None, None) => out += "ETA: unknown\n",
     }
     if !s.moves.is_empty() {
@@ -765,7 +768,7 @@ mod tests {
             "9 total, 2 pending, 1 leased, 5 done, 1 cancelled, 1 split",
             "12,345",
             "root: g ≠ 0",
-            "ETA: about 7 s",
+            "ETA: about 7 s (for the units open now)",
             "a#1 (2 threads)",
             "checks: 3 results waiting, 4 searches made by the coordinator (1,200 nodes), 1 results refused",
             "shared facts: 480 sent by workers, 960 handed out",
@@ -778,5 +781,10 @@ mod tests {
         ] {
             assert!(t.contains(want), "{want:?} missing from\n{t}");
         }
+        // A window of the questions known to be needed: the ETA is said to be a lower bound.
+        let mut cut = v;
+        cut["eta_lower_bound"] = serde_json::json!(true);
+        let t = status_text(&read_status(&cut.to_string()).unwrap());
+        assert!(t.contains("ETA: at least 7 s (the open units are a window"), "{t}");
     }
 }

@@ -347,7 +347,8 @@ fn local_solve_with_state_resumes() {
 }
 
 /// `cram solve --workers` shows how a long solve goes: the coordinator's progress lines
-/// (units done, nodes, rate, root bounds, ETA) reach standard error every `--progress-secs`,
+/// (units done, nodes, rate, root bounds, first moves known, ETA) reach standard error every
+/// `--progress-secs`,
 /// each line's rate is that of the nodes since the line before, and the answer is the
 /// published one.
 #[test]
@@ -359,8 +360,14 @@ fn local_solve_prints_progress_lines() {
     assert_eq!(answer_of(&o.stdout), ("first".to_string(), Value::from(1)));
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("4x11: units ")).collect();
     assert!(!lines.is_empty(), "no progress line in\n{err}");
-    for want in ["done (", " nodes, ", " nodes/s, ", " workers, root ", ", ETA "] {
+    for want in ["done (", " nodes, ", " nodes/s, ", " workers, root ", " known, ETA "] {
         assert!(lines.iter().all(|l| l.contains(want)), "{want:?} missing from {lines:?}");
+    }
+    for l in &lines {
+        let moves = l.split("first moves ").nth(1).and_then(|t| t.split(' ').next()).unwrap();
+        let (known, all) = moves.split_once('/').unwrap();
+        let (known, all): (u32, u32) = (known.parse().unwrap(), all.parse().unwrap());
+        assert!(all > 0 && known <= all, "{l}");
     }
     // (seconds of the day of the line's timestamp, nodes, nodes/s)
     let parsed: Vec<(f64, f64, f64)> = lines

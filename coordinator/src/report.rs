@@ -103,9 +103,14 @@ impl Reporter {
         let rate = searched.saturating_sub(before) as f64 / secs;
         let status = sched.status(&self.job, self.started.elapsed(), rate, now);
         let u = &status.units;
-        let eta = status.eta_secs.map_or_else(|| "unknown".to_string(), |e| format!("{e} s"));
+        let eta = match status.eta_secs {
+            None => "unknown".to_string(),
+            Some(e) if status.eta_lower_bound => format!("≥ {e} s (more units to come)"),
+            Some(e) => format!("{e} s"),
+        };
+        let known = status.moves.iter().filter(|m| m.value.is_some()).count();
         format!(
-            "{}: units {}/{} done ({} leased, {} split, {} cached, {} checking, {} refused), {} nodes, {:.0} nodes/s, {} workers, root {}, ETA {}",
+            "{}: units {}/{} done ({} leased, {} split, {} cached, {} checking, {} refused), {} nodes, {:.0} nodes/s, {} workers, root {}, first moves {}/{} known, ETA {}",
             status.job,
             u.counters.done,
             u.total,
@@ -118,6 +123,8 @@ impl Reporter {
             status.nodes_per_sec,
             status.workers.len(),
             status.root,
+            known,
+            status.moves.len(),
             eta
         )
     }
@@ -180,7 +187,22 @@ impl Reporter {
         e.gauge("cram_workers", "Workers heard from recently.", s.workers.len() as f64);
         e.gauge("cram_workers_distrusted", "Workers found wrong and disconnected.", s.distrusted.len() as f64);
         e.gauge("cram_job_solved", "1 once the answer is known.", s.answer.is_some() as u8 as f64);
-        e.gauge("cram_eta_seconds", "Estimated seconds left (-1: unknown).", s.eta_secs.map_or(-1.0, |x| x as f64));
+        e.gauge(
+            "cram_eta_seconds",
+            "Seconds to answer the units open now (-1: unknown); a lower bound when cram_eta_lower_bound is 1.",
+            s.eta_secs.map_or(-1.0, |x| x as f64),
+        );
+        e.gauge(
+            "cram_eta_lower_bound",
+            "1 when more units are certain to follow those open now, so the job needs longer than cram_eta_seconds.",
+            s.eta_lower_bound as u8 as f64,
+        );
+        e.gauge("cram_first_moves", "First moves of the root, each once up to symmetry.", s.moves.len() as f64);
+        e.gauge(
+            "cram_first_moves_known",
+            "First moves whose value is known.",
+            s.moves.iter().filter(|m| m.value.is_some()).count() as f64,
+        );
         e.histogram("cram_log_append_seconds", "Time to write and fsync one event of the log.", fsync);
         e.finish()
     }

@@ -796,6 +796,7 @@ impl Scheduler {
             root: describe(self.frontier.root_facts),
             answer: answer.map(|a| AnswerStatus { outcome: a.outcome, nimber: a.nimber }),
             eta_secs,
+            eta_lower_bound: eta_secs.is_some() && !self.frontier.truncated.is_empty(),
             moves: self.top.first_moves().iter().map(MoveStatus::of).collect(),
             settling: self.ledger.searching().iter().map(|q| q.to_string()).collect(),
             distrusted: self

@@ -58,8 +58,14 @@ pub struct Status {
     pub root: String,
     /// The answer, once known.
     pub answer: Option<AnswerStatus>,
-    /// A rough estimate of the seconds left (the frontier grows as the search advances).
+    /// Seconds to answer the units open now at this run's pace so far; answers open new
+    /// units, so the job may take longer (see `eta_lower_bound`).
     pub eta_secs: Option<u64>,
+    /// True when the open units are only a window of the questions already known to be
+    /// needed (the walk of the top stopped at its per-branch cap): more units are certain
+    /// to follow, and `eta_secs` is a lower bound, often far below the time left.
+    #[serde(default)]
+    pub eta_lower_bound: bool,
     /// The first moves (options of the root's largest region, each once up to symmetry)
     /// and what is known of each one's value.
     #[serde(default)]

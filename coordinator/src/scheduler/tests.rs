@@ -588,3 +588,33 @@ fn a_result_on_a_question_the_coordinator_searched_already_waits_for_nothing() {
     assert!(matches!(v, Verdict::Accept(ref r) if !r.verify), "searched already: {v:?}");
     assert!(s.ledger.awaiting().is_empty() && s.next_search().is_none());
 }
+
+/// The ETA says it is a lower bound exactly while the walk of the top has cut a branch at
+/// its cap (more units are then certain to follow): nearly always at split depth 2, never
+/// at depth 1 (a first move has one open question at a time); none once the answer is known.
+#[test]
+fn the_eta_is_a_lower_bound_while_branches_are_cut() {
+    for depth in [1, 2] {
+        let top =
+            Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), depth, false);
+        let mut s = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::NONE, false);
+        let t0 = s.since;
+        let a = s.register("aa", "a", 1, t0).unwrap();
+        let (mut cut, mut n) = (0, 0);
+        while s.answer().is_none() {
+            let (u, k) = unit(&mut s, &a, 0, t0);
+            submit(&mut s, sub(&a, u, k, truth(u), true, 1));
+            let status = s.status("4x6", Duration::from_secs(1), 0.0, t0);
+            if status.answer.is_none() {
+                assert!(status.eta_secs.is_some(), "a unit is done: the pace is known");
+                assert_eq!(status.eta_lower_bound, !s.frontier.truncated.is_empty());
+                cut += usize::from(status.eta_lower_bound);
+            }
+            n += 1;
+            assert!(n < 10_000);
+        }
+        assert_eq!(cut > 0, depth == 2, "depth {depth}: {cut} of {n} walks cut");
+        let status = s.status("4x6", Duration::from_secs(1), 0.0, t0);
+        assert!(status.eta_secs.is_none() && !status.eta_lower_bound);
+    }
+}
