@@ -11,6 +11,7 @@
 //! the value of an option whose regions all have facts. Regions of at most `small` cells
 //! get no facts: the checker computes them itself.
 
+use crate::bits::Bits;
 use crate::board::Board;
 use crate::region::{bounding_box, for_each_component, for_each_part, least_flat8, normalize, restride, AnyRegion};
 use crate::solver::{Res, Solution, Solver};
@@ -22,6 +23,7 @@ struct Incomplete(Vec<Shape>);
 use cram_certificate::rules::components;
 use cram_certificate::rules::ShapeHash;
 use cram_certificate::{varint, Certificate, Claim, ExportedFact, Fact, Shape};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 
 /// The default size up to which regions are left to the checker's own mex: measured,
@@ -403,7 +405,7 @@ impl<'a> Prover<'a> {
                 let chosen = replies.next_if(|r| r.0 as usize == k).map(|r| r.1);
                 let regions = after(&s, m);
                 consult(&regions, &mut queue);
-                let unknown: Vec<&Shape> = regions.iter().filter(|r| !self.is_known(r)).collect();
+                let unknown: SmallVec<[&Shape; 4]> = regions.iter().filter(|r| !self.is_known(r)).collect();
                 match unknown[..] {
                     [] => {}
                     [h] => {
@@ -442,12 +444,10 @@ impl<'a> Prover<'a> {
 
     /// The solver's regions of a shape: its parts after the solver's reductions.
     fn parts(s: &Shape) -> (Vec<AnyRegion>, u8) {
-        let w = s.w as u32;
         let (mut parts, mut x) = (Vec::new(), 0);
-        for_each_part(s.cells, w, None, &mut |c: u128| match c.count_ones() {
-            0 | 1 => {}
-            2 | 3 => x ^= 1,
-            _ => parts.push(normalize(c, w)),
+        each_solver_part(s, |p| match p {
+            Some(p) => parts.push(p),
+            None => x ^= 1,
         });
         parts.sort_by_key(|p| std::cmp::Reverse(p.cells()));
         (parts, x)
@@ -465,13 +465,21 @@ impl<'a> Prover<'a> {
         Ok(x)
     }
 
-    /// The value of a region when the solver knows it without search.
+    /// The value of a region when the solver knows it without search. (Asked of every
+    /// option of every fact, so its parts are looked up as they are found, not gathered.)
     fn known_value(&self, s: &Shape) -> Option<u8> {
         if let Some(v) = self.facts.get(s).map(|p| p.value).or_else(|| self.preloaded.get(s).copied()) {
             return Some(v);
         }
-        let (parts, x) = Self::parts(s);
-        parts.iter().try_fold(x, |x, p| self.solver.bounds(p).value().map(|v| x ^ v))
+        let mut x = Some(0);
+        each_solver_part(s, |p| {
+            x = match (x, p) {
+                (None, _) => None,
+                (Some(x), None) => Some(x ^ 1),
+                (Some(x), Some(p)) => self.solver.bounds(&p).value().map(|v| x ^ v),
+            }
+        });
+        x
     }
 
     /// True when the regions `rs` XOR to `t`, by search if need be (exact values of all
@@ -518,7 +526,7 @@ impl<'a> Prover<'a> {
         };
         // The options, computed as far as needed: often the first reply that needs no new
         // fact comes early.
-        let mut options: Vec<Vec<Shape>> = Vec::with_capacity(moves.len());
+        let mut options: Vec<Regions> = Vec::with_capacity(moves.len());
         for &m in &moves {
             options.push(sorted(after(h, m)));
             if xor_known(self, options.last().expect("just pushed")) == Some(t) {
@@ -563,7 +571,7 @@ impl<'a> Prover<'a> {
         // Every option differs from v.
         for (k, &m) in moves.iter().enumerate() {
             let regions = sorted(after(s, m));
-            let unknown: Vec<Shape> = regions.iter().filter(|r| !self.is_known(r)).copied().collect();
+            let unknown: Regions = regions.iter().filter(|r| !self.is_known(r)).copied().collect();
             let Some((h, rest)) = unknown.split_first() else { continue };
             self.require_all(rest)?;
             if self.is_known(h) {
@@ -594,30 +602,66 @@ impl<'a> Prover<'a> {
     }
 }
 
+/// The regions an option leaves: a move splits a region into at most six (the domino's
+/// neighbours), nearly always one or two, so they are held inline (the prover makes one
+/// such list for every option of every fact it proves).
+type Regions = SmallVec<[Shape; 4]>;
+
 /// The regions left by removing the cells `taken` from `s`: what [`Shape::after`] gives,
 /// in the same order, computed with the solver's word operations (the prover asks this of
 /// every option of every fact, several times; the checker keeps its own plain code).
-fn after(s: &Shape, taken: u128) -> Vec<Shape> {
+fn after(s: &Shape, taken: u128) -> Regions {
     let (h, w) = (s.h as u32, s.w as u32);
-    let mut out = Vec::new();
-    for_each_component(s.cells & !taken, w, |c: u128| out.push(shape_of(c, h, w)));
+    let mut out = Regions::new();
+    let left = s.cells & !taken;
+    if fits_a_word(s) {
+        for_each_component(left as u64, w, |c: u64| out.push(shape_of(c, h, w)));
+    } else {
+        for_each_component(left, w, |c: u128| out.push(shape_of(c, h, w)));
+    }
     out
+}
+
+/// True when a shape's box is held in a 64-bit word (most are): the prover then works on
+/// it in one (shifts of a u128 cost more), as the solver does (rows of 64 cells excepted).
+fn fits_a_word(s: &Shape) -> bool {
+    (s.h as u32) * (s.w as u32) <= 64 && s.w < 64
+}
+
+/// Calls `f` with each part of a shape after the solver's reductions (in one word when
+/// it fits): `Some` region to search, or `None` for a part of 2 or 3 cells (value 1);
+/// single cells are skipped (value 0).
+fn each_solver_part(s: &Shape, mut f: impl FnMut(Option<AnyRegion>)) {
+    if fits_a_word(s) {
+        parts_of(s.cells as u64, s.w as u32, &mut f);
+    } else {
+        parts_of(s.cells, s.w as u32, &mut f);
+    }
+}
+
+/// [`each_solver_part`] on the cells of a box `w` wide, in the word `B`.
+fn parts_of<B: Bits>(cells: B, w: u32, f: &mut impl FnMut(Option<AnyRegion>)) {
+    for_each_part(cells, w, None, &mut |c: B| match c.count() {
+        0 | 1 => {}
+        2 | 3 => f(None),
+        _ => f(Some(normalize(c, w))),
+    });
 }
 
 /// The [`Shape`] of the nonempty cells `c` of an `h`×`w` box: by [`least_flat8`] when they
 /// fit 8×8 (the regions of boards of up to 8 rows, and most others), else by the checker's
 /// rule.
-fn shape_of(c: u128, h: u32, w: u32) -> Shape {
+fn shape_of<B: Bits>(c: B, h: u32, w: u32) -> Shape {
     let (corner, bh, bw) = bounding_box(c, w);
     if bh <= 8 && bw <= 8 {
         let (least, sh, sw) = least_flat8(restride(corner, w, bh, bw, 8) as u64);
         return Shape { h: sh as u8, w: sw as u8, cells: restride(least as u128, 8, sh, sw, sw) };
     }
-    cram_certificate::rules::canonical(h, w, c)
+    cram_certificate::rules::canonical(h, w, c.to_u128())
 }
 
 /// Regions largest first (the one a proof leaves without a fact is the largest).
-fn sorted(mut rs: Vec<Shape>) -> Vec<Shape> {
+fn sorted(mut rs: Regions) -> Regions {
     rs.sort_by_key(|r| std::cmp::Reverse(r.size()));
     rs
 }
@@ -640,7 +684,8 @@ mod tests {
 
     /// The prover's `after` gives what the checker's `Shape::after` gives, in the same
     /// order, on random regions of boxes from 1×1 to 128 cells (8×8 and wider, taller,
-    /// square), for every move.
+    /// square), for every move; and the solver's parts of each region left are the same
+    /// computed in a 64-bit word as in a 128-bit one.
     #[test]
     fn the_provers_regions_after_a_move_are_the_checkers() {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -669,7 +714,14 @@ mod tests {
             });
             let shape = Shape::of(h, w, largest);
             for m in shape.moves() {
-                assert_eq!(after(&shape, m), shape.after(m), "{} after {m:x}", shape.name());
+                let left = after(&shape, m);
+                assert_eq!(left.to_vec(), shape.after(m), "{} after {m:x}", shape.name());
+                for r in left.iter().filter(|r| fits_a_word(r)) {
+                    let (mut narrow, mut wide) = (Vec::new(), Vec::new());
+                    parts_of(r.cells as u64, r.w as u32, &mut |p| narrow.push(p));
+                    parts_of(r.cells, r.w as u32, &mut |p| wide.push(p));
+                    assert_eq!(narrow, wide, "{}", r.name());
+                }
                 checked += 1;
             }
         }
