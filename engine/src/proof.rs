@@ -611,13 +611,13 @@ type Regions = SmallVec<[Shape; 4]>;
 /// in the same order, computed with the solver's word operations (the prover asks this of
 /// every option of every fact, several times; the checker keeps its own plain code).
 fn after(s: &Shape, taken: u128) -> Regions {
-    let (h, w) = (s.h as u32, s.w as u32);
+    let w = s.w as u32;
     let mut out = Regions::new();
     let left = s.cells & !taken;
     if fits_a_word(s) {
-        for_each_component(left as u64, w, |c: u64| out.push(shape_of(c, h, w)));
+        for_each_component(left as u64, w, |c: u64| out.push(shape_of(c, w)));
     } else {
-        for_each_component(left, w, |c: u128| out.push(shape_of(c, h, w)));
+        for_each_component(left, w, |c: u128| out.push(shape_of(c, w)));
     }
     out
 }
@@ -648,16 +648,18 @@ fn parts_of<B: Bits>(cells: B, w: u32, f: &mut impl FnMut(Option<AnyRegion>)) {
     });
 }
 
-/// The [`Shape`] of the nonempty cells `c` of an `h`×`w` box: by [`least_flat8`] when they
-/// fit 8×8 (the regions of boards of up to 8 rows, and most others), else by the checker's
-/// rule.
-fn shape_of<B: Bits>(c: B, h: u32, w: u32) -> Shape {
+/// The [`Shape`] of the nonempty cells `c` of a box `w` wide: by [`least_flat8`] when they
+/// fit 8×8; beyond, the solver's canonical form is the shape's (the least of the images no
+/// taller than wide, all eight when square, numbered with a stride of the width).
+fn shape_of<B: Bits>(c: B, w: u32) -> Shape {
     let (corner, bh, bw) = bounding_box(c, w);
     if bh <= 8 && bw <= 8 {
         let (least, sh, sw) = least_flat8(restride(corner, w, bh, bw, 8) as u64);
         return Shape { h: sh as u8, w: sw as u8, cells: restride(least as u128, 8, sh, sw, sw) };
     }
-    cram_certificate::rules::canonical(h, w, c.to_u128())
+    let r = normalize(c, w);
+    let (sh, sw) = r.dims();
+    Shape { h: sh as u8, w: sw as u8, cells: r.dense() }
 }
 
 /// Regions largest first (the one a proof leaves without a fact is the largest).
