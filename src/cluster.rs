@@ -581,7 +581,11 @@ fn status_text(s: &Status) -> String {
             if m.xor != 0 || m.regions.is_empty() {
                 position += &format!("{}*{}", if m.regions.is_empty() { "" } else { " + " }, m.xor);
             }
-            out += &format!("  {:<16} {position}\n", m.known);
+            let replies = m.replies.map_or_else(String::new, |r| {
+                let open = r.total - r.settled - r.bounded;
+                format!("  (replies: {} settled, {} bounded, {open} unknown)", r.settled, r.bounded)
+            });
+            out += &format!("  {:<16} {position}{replies}\n", m.known);
         }
     }
     out += &format!("workers: {}\n", s.workers.len());
@@ -757,7 +761,9 @@ mod tests {
             "distrusted": [{"id": "bad#7", "reason": "its answer to 4x7:f?1 contradicts"}],
             "nodes": 12345, "nodes_per_sec": 1000.0, "root": "g ≠ 0", "answer": null, "eta_secs": 7, "settling": [],
             "moves": [{"regions": ["##../...."], "xor": 0, "known": "g = 0", "value": 0},
-                      {"regions": [".##/...", "..."], "xor": 1, "known": "g ≠ 0; g ≤ 3", "value": null}],
+                      {"regions": [".##/...", "..."], "xor": 1, "known": "g ≠ 0; g ≤ 3", "value": null},
+                      {"regions": ["#../.../..."], "xor": 0, "known": "g ≤ 3", "value": null,
+                       "replies": {"total": 9, "settled": 2, "bounded": 4}}],
             "workers": [{"id": "a#1", "name": "a", "threads": 2, "last_heartbeat_secs": 0.5, "nodes": 10, "strikes": 0,
                          "units": [{"id": "1x4:f?1", "asks": "g = 1?", "region": "...."}]}]
         });
@@ -773,7 +779,8 @@ mod tests {
             "checks: 3 results waiting, 4 searches made by the coordinator (1,200 nodes), 1 results refused",
             "shared facts: 480 sent by workers, 960 handed out",
             "distrusted: bad#7 (its answer",
-            "first moves: 2 (each once up to symmetry), 1 with a known value",
+            "first moves: 3 (each once up to symmetry), 1 with a known value",
+            "  g ≤ 3            #../.../...  (replies: 2 settled, 4 bounded, 3 unknown)\n",
             "  g = 0            ##../....\n",
             "  g ≠ 0; g ≤ 3     .##/... + ... + *1\n",
             "a#1 (2 threads): heard 0.5 s ago, 10 nodes, holding 1 unit\n",

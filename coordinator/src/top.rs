@@ -62,6 +62,20 @@ pub struct FirstMove {
     pub xor: u8,
     /// What is known of the option's value.
     pub value: Facts,
+    /// While its value is open and it leaves one region to search: what is known of that
+    /// region's options (the replies to the move), how far its question has come.
+    pub replies: Option<Replies>,
+}
+
+/// What is known of the replies to a first move (the options of the region it leaves).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Replies {
+    /// Replies, each once up to symmetry.
+    pub total: u32,
+    /// Replies whose value is known.
+    pub settled: u32,
+    /// Replies with values ruled out, their value still open.
+    pub bounded: u32,
 }
 
 /// Which first move (of which root region) a question lies under. Units of one branch share
@@ -88,6 +102,17 @@ impl Frontier {
         keyed.sort_by_key(|(k, _)| *k);
         keyed.into_iter().map(|(_, x)| x).collect()
     }
+}
+
+/// The options among `children` that differ up to symmetry, each once (regions of equal
+/// size may come in either order from symmetric moves).
+fn distinct(children: &[Child]) -> impl Iterator<Item = &Child> {
+    let mut seen = HashSet::new();
+    children.iter().filter(move |c| {
+        let mut key = c.regions.clone();
+        key.sort();
+        seen.insert((key, c.xor))
+    })
 }
 
 /// The top of one job's search and every fact known about its regions.
@@ -266,36 +291,55 @@ impl Top {
     pub fn first_moves(&mut self) -> Vec<FirstMove> {
         let Some(&root) = self.regions.first().filter(|_| !self.root_paired) else { return Vec::new() };
         let children = self.children_of(&root);
-        let mut seen = HashSet::new();
-        children
-            .iter()
-            .filter(|c| {
-                // Regions of equal size may come in either order from symmetric moves.
-                let mut key = c.regions.clone();
-                key.sort();
-                seen.insert((key, c.xor))
-            })
+        distinct(&children)
             .map(|c| {
-                let mut x = c.xor;
-                let mut open = Vec::new();
-                let mut contradictory = false;
-                for r in &c.regions {
-                    let f = self.held(r);
-                    contradictory |= f.is_contradictory();
-                    match f.value() {
-                        Some(v) => x ^= v,
-                        None => open.push(*r),
-                    }
-                }
-                let value = match open[..] {
-                    _ if contradictory => Facts { excluded: u32::MAX, upper: 0 },
-                    [] => Facts::exact(x),
-                    [r] => self.held(&r).xor(x),
-                    _ => Facts::UNKNOWN,
+                let value = self.option_facts(c);
+                let replies = match c.regions[..] {
+                    [r] if value.value().is_none() && !value.is_contradictory() => Some(self.replies(&r)),
+                    _ => None,
                 };
-                FirstMove { regions: c.regions.clone(), xor: c.xor, value }
+                FirstMove { regions: c.regions.clone(), xor: c.xor, value, replies }
             })
             .collect()
+    }
+
+    /// What the facts held say of an option's value: exact when its regions' values are,
+    /// else what the facts of its one open region say; contradictory when a region's facts
+    /// are (some are false, being settled).
+    fn option_facts(&mut self, c: &Child) -> Facts {
+        let mut x = c.xor;
+        let mut open = Vec::new();
+        let mut contradictory = false;
+        for r in &c.regions {
+            let f = self.held(r);
+            contradictory |= f.is_contradictory();
+            match f.value() {
+                Some(v) => x ^= v,
+                None => open.push(*r),
+            }
+        }
+        match open[..] {
+            _ if contradictory => Facts { excluded: u32::MAX, upper: 0 },
+            [] => Facts::exact(x),
+            [r] => self.held(&r).xor(x),
+            _ => Facts::UNKNOWN,
+        }
+    }
+
+    /// What is known of the options of region `r`, each once up to symmetry.
+    fn replies(&mut self, r: &AnyRegion) -> Replies {
+        let mut out = Replies::default();
+        for c in distinct(&self.children_of(r)) {
+            let facts = self.option_facts(c);
+            out.total += 1;
+            // Every region has an upper bound from its size; a value ruled out is news.
+            if facts.value().is_some() {
+                out.settled += 1;
+            } else if facts.excluded != 0 {
+                out.bounded += 1;
+            }
+        }
+        out
     }
 
     /// Nodes the coordinator searched itself (regions of at most [`LOCAL_CELLS`] cells).
@@ -660,6 +704,35 @@ mod tests {
         let paired = Top::new(&Board::parse("4x4").unwrap(), Mode::Nimber, true, Arc::new(DbSet::default()), 2, false)
             .first_moves();
         assert!(paired.is_empty());
+    }
+
+    /// An open first move that leaves one region counts what is known of its replies:
+    /// each once up to symmetry, and a reply's facts move it from unknown to bounded to
+    /// settled; a move whose value is known counts none.
+    #[test]
+    fn first_moves_count_what_is_known_of_their_replies() {
+        let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing: false }, Arc::new(DbSet::default()));
+        let board = Board::parse("4x6").unwrap();
+        let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
+        let first = top.first_moves().remove(0);
+        let [region] = first.regions[..] else { panic!("4x6's first move leaves one region: {first:?}") };
+        let replies: Vec<Child> = distinct(&options(&region)).cloned().collect();
+        let r0 = first.replies.expect("an open move counts its replies");
+        assert_eq!(r0.total as usize, replies.len(), "{r0:?}");
+        assert!(r0.settled + r0.bounded < r0.total, "{r0:?}");
+        let reply = replies
+            .iter()
+            .find(|c| c.regions.len() == 1 && top.option_facts(c).excluded == 0)
+            .expect("a reply that leaves one region of which nothing is known");
+        let value = oracle.nimber(reply.regions[0]).unwrap();
+        top.report(reply.regions[0], Facts::excluding(value ^ 1));
+        let r = top.first_moves()[0].replies.unwrap();
+        assert_eq!((r.settled, r.bounded), (r0.settled, r0.bounded + 1), "a value ruled out: bounded");
+        top.report(reply.regions[0], Facts::exact(value));
+        let r = top.first_moves()[0].replies.unwrap();
+        assert_eq!((r.settled, r.bounded), (r0.settled + 1, r0.bounded), "its value: settled");
+        top.report(region, Facts::exact(oracle.nimber(region).unwrap()));
+        assert_eq!(top.first_moves()[0].replies, None, "a known move counts no replies");
     }
 
     #[test]

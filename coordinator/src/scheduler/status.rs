@@ -143,6 +143,9 @@ pub struct MoveStatus {
     pub known: String,
     /// Its value, once known.
     pub value: Option<u8>,
+    /// While its value is open and it leaves one region: what is known of the replies.
+    #[serde(default)]
+    pub replies: Option<crate::top::Replies>,
 }
 
 impl MoveStatus {
@@ -153,6 +156,7 @@ impl MoveStatus {
             xor: m.xor,
             known: describe(Some(m.value)),
             value: if m.value.is_contradictory() { None } else { m.value.value() },
+            replies: m.replies,
         }
     }
 }
