@@ -278,6 +278,10 @@ pub struct LocalClusterArgs {
     /// (units done, nodes, nodes per second, root bounds, ETA).
     #[arg(long, value_name = "S", default_value_t = 120, requires = "workers", value_parser = clap::value_parser!(u64).range(1..))]
     pub progress_secs: u64,
+    /// With --workers: serve the live status page (and /status.json, /metrics) over HTTP on
+    /// ADDR, to watch a long solve from a browser (port 0: any; the address is logged).
+    #[arg(long, value_name = "ADDR", requires = "workers")]
+    pub http: Option<String>,
     /// With --workers: give each worker a table of its own, as on separate machines (by
     /// default the workers of one process share one table), to measure what separate
     /// memories cost without starting processes.
@@ -407,24 +411,23 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
             let addr = listener.local_addr().map_err(Failure::runtime)?;
             write_atomically(p, &addr.to_string())?;
         }
-        let bind = |addr: &Option<String>, flag: &'static str| {
-            let addr = addr.clone();
-            async move {
-                match addr {
-                    None => Ok(None),
-                    Some(a) => tokio::net::TcpListener::bind(&a)
-                        .await
-                        .map(Some)
-                        .map_err(|e| Failure::input(format!("{flag} {a}: {e}"))),
-                }
-            }
-        };
         let (http, metrics) = (bind(&a.http, "--http").await?, bind(&a.metrics, "--metrics").await?);
         let listeners = cram_coordinator::Listeners { grpc: listener, http, metrics };
         cram_coordinator::run(settings, listeners, signalled()).await.map_err(coord_failure)
     })?;
     print_record(&record(&a.job, &board, &finished), a.json);
     Ok(())
+}
+
+/// A listener on the address given with `flag`, if one was; a bad or busy address is bad
+/// input, named with its flag.
+async fn bind(addr: &Option<String>, flag: &str) -> Result<Option<tokio::net::TcpListener>, Failure> {
+    match addr {
+        None => Ok(None),
+        Some(a) => {
+            tokio::net::TcpListener::bind(a).await.map(Some).map_err(|e| Failure::input(format!("{flag} {a}: {e}")))
+        }
+    }
 }
 
 /// Writes `text` to `path` through a temporary file, so readers never see half of it.
@@ -695,6 +698,7 @@ pub fn solve_with_workers(
     let result = runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(Failure::runtime)?;
         let url = format!("http://{}", listener.local_addr().map_err(Failure::runtime)?);
+        let http = bind(&local.http, "--http").await?;
         let tt_bytes = tt_budget(tt_mb);
         let shared = if local.separate_tables { None } else { cram_worker::shared_tables(n as usize, tt_bytes) };
         let owners = local.model_owners.map(OwnersModel::new);
@@ -726,7 +730,8 @@ pub fn solve_with_workers(
         // The workers hold the tables: once the answer stops them, their memory goes back
         // before the coordinator assembles a certificate (which may need many GiB).
         drop(shared);
-        let finished = cram_coordinator::run(settings, cram_coordinator::Listeners::grpc(listener), signalled()).await;
+        let listeners = cram_coordinator::Listeners { grpc: listener, http, metrics: None };
+        let finished = cram_coordinator::run(settings, listeners, signalled()).await;
         stop_tx.send_replace(true);
         for w in workers {
             let _ = w.await;

@@ -411,3 +411,32 @@ fn simulate_scales_a_logged_run() {
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing.stderr));
     assert!(text(&missing.stderr).contains("events.jsonl"), "{}", text(&missing.stderr));
 }
+
+/// `cram solve --workers --http ADDR` serves a long local solve's status page and document,
+/// as a coordinator does (the address logged when the port is 0), and answers as without
+/// it; an address that cannot be bound is bad input, named with its flag.
+#[test]
+fn a_local_solve_serves_its_status_page() {
+    let dir = scratch("local-page");
+    let log = dir.join("solve.log");
+    let child = cram_cmd()
+        .args(["solve", "5x9", "--no-db", "--workers", "1", "--http", "127.0.0.1:0", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let addr = logged_addr(&log, "serving the status page and metrics over HTTP");
+    let (code, ctype, body) = get(&addr, "/status.json");
+    assert_eq!(code, 200, "{body}");
+    assert!(ctype.starts_with("application/json"), "{ctype}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["job"], "5x9", "{status}");
+    assert!(status["moves"].as_array().is_some_and(|m| m.len() >= 5), "5x9's first moves: {status}");
+    assert_eq!(get(&addr, "/").0, 200, "the page");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", std::fs::read_to_string(&log).unwrap());
+    assert_eq!(answer_of(&out.stdout), ("first".to_string(), serde_json::Value::from(1)));
+    let o = cram(&["solve", "4x4", "--workers", "1", "--http", "nonsense"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--http nonsense"), "{}", text(&o.stderr));
+}

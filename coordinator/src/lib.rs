@@ -258,7 +258,7 @@ pub async fn run(
         let Some(listener) = listener else { continue };
         if let Ok(addr) = listener.local_addr() {
             let what = if pages == web::Pages::All { "the status page and metrics" } else { "metrics" };
-            tracing::info!(%addr, "serving {what} over HTTP");
+            tracing::info!(target: PROGRESS, %addr, "serving {what} over HTTP");
         }
         let mut stop = web_stop.subscribe();
         let stopped = async move {
