@@ -551,8 +551,13 @@ impl Top {
         let cs = self.children_of(&r);
         // Every value below the floor appears among the options (g ≥ floor); g ≤ upper.
         for k in b.floor()..=b.upper {
-            let appears = b.rules_out(k) || self.find_child(&cs, k, depth + 1, walk)?;
-            if !appears {
+            if b.rules_out(k) {
+                continue;
+            }
+            if self.find_child(&cs, k, depth + 1, walk)? {
+                // An option of value k: g ≠ k (what the status shows while the rest is open).
+                self.learn(r, Facts::excluding(k), walk);
+            } else {
                 self.learn(r, Facts::exact(k), walk);
                 return Some(k);
             }
@@ -733,6 +738,25 @@ mod tests {
         assert_eq!((r.settled, r.bounded), (r0.settled + 1, r0.bounded), "its value: settled");
         top.report(region, Facts::exact(oracle.nimber(region).unwrap()));
         assert_eq!(top.first_moves()[0].replies, None, "a known move counts no replies");
+    }
+
+    /// A first move found of value 0 shows in the root's facts as `g ≠ 0` while its nimber
+    /// is still open (the status's root line), and in no walk before it is found.
+    #[test]
+    fn a_value_found_among_the_first_moves_is_ruled_out_for_the_root() {
+        let mut oracle = Solver::new(&Config { tt_bytes: 16 << 20, pairing: false }, Arc::new(DbSet::default()));
+        let board = Board::parse("4x7").unwrap();
+        let mut top = Top::new(&board, Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
+        assert!(!top.frontier().root_facts.unwrap().rules_out(0));
+        let winning = top
+            .first_moves()
+            .into_iter()
+            .find(|m| m.regions.len() == 1 && oracle.nimber(m.regions[0]).unwrap() ^ m.xor == 0)
+            .expect("4x7 (*3) is a first-player win by a move that leaves one region");
+        top.report(winning.regions[0], Facts::exact(winning.xor));
+        let f = top.frontier();
+        assert!(f.answer.is_none(), "one move does not decide a nimber");
+        assert!(f.root_facts.unwrap().rules_out(0), "{:?}", f.root_facts);
     }
 
     #[test]
