@@ -577,7 +577,7 @@ fn status_text(s: &Status) -> String {
         (None, None) => out += "ETA: unknown\n",
     }
     if !s.moves.is_empty() {
-        let known = s.moves.iter().filter(|m| m.value.is_some()).count();
+        let known = s.first_moves_known();
         out += &format!("first moves: {} (each once up to symmetry), {known} with a known value\n", s.moves.len());
         for m in &s.moves {
             let mut position = m.regions.join(" + ");

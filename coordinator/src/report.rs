@@ -108,7 +108,7 @@ impl Reporter {
             Some(e) if status.eta_lower_bound => format!("≥ {e} s (more units to come)"),
             Some(e) => format!("{e} s"),
         };
-        let known = status.moves.iter().filter(|m| m.value.is_some()).count();
+        let known = status.first_moves_known();
         format!(
             "{}: units {}/{} done ({} leased, {} split, {} cached, {} checking, {} refused), {} nodes, {:.0} nodes/s, {} workers, root {}, first moves {}/{} known, ETA {}",
             status.job,
@@ -198,11 +198,7 @@ impl Reporter {
             s.eta_lower_bound as u8 as f64,
         );
         e.gauge("cram_first_moves", "First moves of the root, each once up to symmetry.", s.moves.len() as f64);
-        e.gauge(
-            "cram_first_moves_known",
-            "First moves whose value is known.",
-            s.moves.iter().filter(|m| m.value.is_some()).count() as f64,
-        );
+        e.gauge("cram_first_moves_known", "First moves whose value is known.", s.first_moves_known() as f64);
         e.histogram("cram_log_append_seconds", "Time to write and fsync one event of the log.", fsync);
         e.finish()
     }

@@ -78,6 +78,13 @@ pub struct Status {
     pub workers: Vec<WorkerStatus>,
 }
 
+impl Status {
+    /// How many first moves have a known value (progress lines, metrics, `cram status`).
+    pub fn first_moves_known(&self) -> usize {
+        self.moves.iter().filter(|m| m.value.is_some()).count()
+    }
+}
+
 /// Unit counts in the status.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct UnitCounts {
