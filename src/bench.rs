@@ -60,6 +60,12 @@ pub struct BenchArgs {
     /// verifies as it would in a real cluster, and the table shows what that cost.
     #[arg(long, requires = "scaling")]
     pub no_checks: bool,
+    /// The coordinator's proof checks instead: the proofs of the certified job in this state
+    /// directory checked again, in the order their results came, on 1 to `--threads`
+    /// threads (a worker's proofs one at a time, as a coordinator checks them); facts per
+    /// second.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["peer", "cluster", "scaling"])]
+    pub proofs: Option<PathBuf>,
 }
 
 /// What one child process used.
@@ -454,6 +460,9 @@ fn run_scaling(boards: &[&str], list: &str, a: &BenchArgs) -> Result<(), Failure
 
 /// Runs the benchmark and prints a Markdown table.
 pub fn run(a: &BenchArgs) -> Result<(), Failure> {
+    if let Some(state) = &a.proofs {
+        return run_proofs(state, a);
+    }
     let boards: Vec<&str> = a.boards.split(',').map(str::trim).filter(|b| !b.is_empty()).collect();
     for b in &boards {
         crate::cli::parse_spec(b)?;
@@ -465,4 +474,35 @@ pub fn run(a: &BenchArgs) -> Result<(), Failure> {
         return run_cluster(&boards, a);
     }
     run_engine(&boards, a)
+}
+
+/// `cram bench --proofs DIR`: the proofs of a certified job checked again on 1 to
+/// `--threads` threads, `--runs` times each, alternating; medians.
+fn run_proofs(state: &std::path::Path, a: &BenchArgs) -> Result<(), Failure> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Failure::runtime)?;
+    let mut secs: Vec<Vec<f64>> = vec![Vec::new(); a.threads as usize];
+    let mut last = None;
+    for _ in 0..a.runs.max(1) {
+        for t in 1..=a.threads {
+            let r = rt.block_on(cram_coordinator::prove::recheck(state, t as usize)).map_err(Failure::input)?;
+            if let Some(why) = &r.first_failure {
+                return Err(Failure::runtime(format!(
+                    "{} of {} proofs did not check again ({why})",
+                    r.failed, r.proofs
+                )));
+            }
+            secs[t as usize - 1].push(r.secs);
+            last = Some(r);
+        }
+    }
+    let r = last.expect("at least one run");
+    println!("{}: {} proofs, {} facts sent, {} added", state.display(), r.proofs, r.facts_sent, r.facts_added);
+    println!("| threads | seconds (median of {}) | facts sent per second | speed-up |", a.runs.max(1));
+    println!("|---:|---:|---:|---:|");
+    let one = median(secs[0].clone());
+    for (i, s) in secs.into_iter().enumerate() {
+        let m = median(s);
+        println!("| {} | {:.3} | {:.0} | {:.2} |", i + 1, m, r.facts_sent as f64 / m, one / m);
+    }
+    Ok(())
 }

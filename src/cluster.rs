@@ -115,8 +115,8 @@ pub struct CoordinatorArgs {
     /// lies is caught: docs/decisions.md has the threat model.
     #[arg(long, conflicts_with = "check_one_in")]
     pub no_checks: bool,
-    /// The coordinator's own searches (verifications) run on this many threads at most
-    /// [default: number of cores].
+    /// The coordinator's own searches (verifications), and in a certified job the checks of
+    /// the results' proofs, run on this many threads at most [default: number of cores].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub check_threads: Option<u32>,
     /// Memory of the table of the coordinator's own searches, in MiB (a limit it grows to).
@@ -388,6 +388,7 @@ pub fn run_coordinator(a: &CoordinatorArgs) -> Result<(), Failure> {
         },
         check_threads: a.check_threads.unwrap_or_else(default_threads) as usize,
         check_tt_bytes: (a.check_tt_mb as usize) << 20,
+        proof_threads: a.check_threads.unwrap_or_else(default_threads) as usize,
         progress: Duration::from_secs(a.progress_secs),
         token,
         dbs: a.db.checked_databases()?,
@@ -682,6 +683,8 @@ pub fn solve_with_workers(
         checks: CheckPolicy::NONE,
         check_threads: 1,
         check_tt_bytes: 256 << 20,
+        // The proofs are checked on every core: the answer waits for the last of them.
+        proof_threads: default_threads() as usize,
         progress: Duration::from_secs(local.progress_secs),
         token: Some(token.clone()),
         dbs: dbs.clone(),

@@ -116,11 +116,23 @@ pub fn check_certificate(cert: &Certificate, threads: usize) -> Result<Checked, 
     Ok(Checked { position: cert.position(), claim: cert.claim, facts: cert.facts.len() as u64, small_regions })
 }
 
-/// Known values: facts (a certificate's, or a [`crate::Ledger`]'s) and small regions by the
-/// mex rule.
-pub(crate) struct Values<'a> {
+/// Facts by region: a certificate's, or a [`crate::Ledger`]'s (shared by the proofs it
+/// checks at once) with those of the proof it is checking.
+pub(crate) trait Known {
+    /// The value of region `s`, if a fact gives it.
+    fn fact(&self, s: &Shape) -> Option<u8>;
+}
+
+impl Known for HashMap<Shape, u8, ShapeHash> {
+    fn fact(&self, s: &Shape) -> Option<u8> {
+        self.get(s).copied()
+    }
+}
+
+/// Known values: facts and small regions by the mex rule.
+pub(crate) struct Values<'a, K: Known + ?Sized> {
     /// The facts, by region.
-    pub known: &'a HashMap<Shape, u8, ShapeHash>,
+    pub known: &'a K,
     /// Regions of at most this many cells are computed by the mex rule.
     pub small: u32,
     /// The small regions computed so far.
@@ -167,10 +179,10 @@ enum Split {
     OneUnknown(u8, Shape),
 }
 
-impl Values<'_> {
+impl<K: Known + ?Sized> Values<'_, K> {
     /// The value of region `s`, when known: a fact, or by the mex rule when small.
     pub fn value(&mut self, s: &Shape) -> Option<u8> {
-        if let Some(&v) = self.known.get(s) {
+        if let Some(v) = self.known.fact(s) {
             return Some(v);
         }
         (s.size() <= self.small).then(|| self.memo.value(s))

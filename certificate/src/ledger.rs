@@ -12,11 +12,12 @@
 //! of a certificate carries over: by induction on the number of cells, a fact is verified
 //! only from true facts about smaller regions, so every fact a ledger holds is true.
 
-use crate::check::{Hints, Rejection, Values};
+use crate::check::{Hints, Known, Rejection, Values};
 use crate::format::MAX_SMALL;
 use crate::rules::{Shape, ShapeHash, SmallValues};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError, RwLock};
 
 /// One fact of a proof export: `shape` has nimber `value`, with the replies that show it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,12 +33,35 @@ pub struct ExportedFact {
     pub replies: Vec<(u16, u16)>,
 }
 
-/// Facts verified so far, for checking proofs one at a time ([`Ledger::verify`]).
+/// The facts of a ledger are split over this many maps, each behind its own lock, so that
+/// proofs checked at once seldom wait for each other.
+const SHARDS: usize = 64;
+
+type Facts = HashMap<Shape, u8, ShapeHash>;
+
+/// Facts verified so far, for checking proofs ([`Ledger::verify`]). It is shared: several
+/// proofs can be checked at once (`&self`), each against the facts held when it looks.
+/// Facts are only ever added, and each was verified from facts held before it, so every
+/// fact held is true whatever the order the checks ran in; a proof that rests on a fact
+/// another check has not added yet fails, and is checked again once that one is done (the
+/// coordinator does so).
 pub struct Ledger {
     small: u32,
-    facts: HashMap<Shape, u8, ShapeHash>,
-    /// Small regions computed (behind a lock so that [`Ledger::value`] takes `&self`).
-    memo: Mutex<SmallValues>,
+    shards: Box<[RwLock<Facts>]>,
+    /// Small regions computed, one memo per check under way (taken and given back).
+    memos: Mutex<Vec<SmallValues>>,
+}
+
+/// A check's view of the facts: those its own proof verified so far, then the ledger's.
+struct Overlay<'a> {
+    ledger: &'a Ledger,
+    own: &'a Facts,
+}
+
+impl Known for Overlay<'_> {
+    fn fact(&self, s: &Shape) -> Option<u8> {
+        self.own.get(s).copied().or_else(|| self.ledger.fact(s))
+    }
 }
 
 /// A fact's replies, looked up by option number (they come in increasing option number;
@@ -76,12 +100,45 @@ impl Ledger {
     /// [`MAX_SMALL`]: more is taken as that) have their values computed by the mex rule:
     /// the `small` of the job whose proofs it checks.
     pub fn new(small: u32) -> Ledger {
-        Ledger { small: small.min(MAX_SMALL), facts: HashMap::default(), memo: Mutex::new(SmallValues::new()) }
+        Ledger {
+            small: small.min(MAX_SMALL),
+            shards: (0..SHARDS).map(|_| RwLock::new(Facts::default())).collect(),
+            memos: Mutex::new(Vec::new()),
+        }
     }
 
     /// The size up to which regions are computed, not facts.
     pub fn small(&self) -> u32 {
         self.small
+    }
+
+    fn shard(&self, s: &Shape) -> &RwLock<Facts> {
+        let x = s.cells as u64 ^ (s.cells >> 64) as u64 ^ ((s.h as u64) << 56) ^ ((s.w as u64) << 48);
+        &self.shards[(x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % SHARDS]
+    }
+
+    /// The verified fact about `s`, if any.
+    fn fact(&self, s: &Shape) -> Option<u8> {
+        self.shard(s).read().unwrap_or_else(PoisonError::into_inner).get(s).copied()
+    }
+
+    /// Adds `s = v` unless `s` is held; true when it was not.
+    fn add(&self, s: Shape, v: u8) -> bool {
+        match self.shard(&s).write().unwrap_or_else(PoisonError::into_inner).entry(s) {
+            Entry::Vacant(e) => {
+                e.insert(v);
+                true
+            }
+            Entry::Occupied(_) => false,
+        }
+    }
+
+    fn take_memo(&self) -> SmallValues {
+        self.memos.lock().unwrap_or_else(PoisonError::into_inner).pop().unwrap_or_default()
+    }
+
+    fn give_memo(&self, memo: SmallValues) {
+        self.memos.lock().unwrap_or_else(PoisonError::into_inner).push(memo);
     }
 
     /// Verifies `facts` (a proof export), in increasing size of region, by the rule a
@@ -94,15 +151,16 @@ impl Ledger {
     /// regions by the mex rule.
     ///
     /// On success adds them all and returns how many were new (a fact already held with
-    /// the same value is passed over). On the first failure adds nothing and names the
-    /// fact (`index` its place in `facts`) and why: a region that is not a connected
-    /// canonical one, a value above half its cells, a region the ledger holds with
-    /// another value, replies out of order, or the rule failing.
-    pub fn verify(&mut self, facts: &[ExportedFact]) -> Result<usize, Rejection> {
+    /// the same value is passed over, as is one another check added meanwhile). On the
+    /// first failure adds nothing and names the fact (`index` its place in `facts`) and
+    /// why: a region that is not a connected canonical one, a value above half its cells, a
+    /// region held with another value, replies out of order, or the rule failing.
+    pub fn verify(&self, facts: &[ExportedFact]) -> Result<usize, Rejection> {
         let mut order: Vec<usize> = (0..facts.len()).collect();
         order.sort_by_key(|&i| (facts[i].shape.size(), i));
-        let memo = self.memo.get_mut().unwrap_or_else(|e| e.into_inner());
-        let mut added: Vec<Shape> = Vec::new();
+        let mut memo = self.take_memo();
+        let mut own = Facts::default();
+        let mut refused = None;
         for i in order {
             let f = &facts[i];
             let verified = (|| {
@@ -113,9 +171,10 @@ impl Ledger {
                 if f.value as u32 > s.size() / 2 {
                     return Err(format!("a region of {} cells has no value above *{}", s.size(), s.size() / 2));
                 }
-                match self.facts.get(s) {
-                    Some(&v) if v == f.value => return Ok(false),
-                    Some(&v) => {
+                let known = Overlay { ledger: self, own: &own };
+                match known.fact(s) {
+                    Some(v) if v == f.value => return Ok(false),
+                    Some(v) => {
                         return Err(format!("*{v} is held for this region (verified before, or earlier in this proof)"))
                     }
                     None => {}
@@ -123,63 +182,62 @@ impl Ledger {
                 if let Some(w) = f.replies.windows(2).find(|w| w[0].0 >= w[1].0) {
                     return Err(format!("replies out of order: option {} after option {}", w[1].0, w[0].0));
                 }
-                let mut values = Values { known: &self.facts, small: self.small, memo };
+                let mut values = Values { known: &known, small: self.small, memo: &mut memo };
                 values.fact(s, f.value, &mut ByOption { replies: &f.replies, at: 0 })?;
                 Ok(true)
             })();
             match verified {
                 Ok(true) => {
-                    self.facts.insert(f.shape, f.value);
-                    added.push(f.shape);
+                    own.insert(f.shape, f.value);
                 }
                 Ok(false) => {}
                 Err(why) => {
-                    for s in &added {
-                        self.facts.remove(s);
-                    }
-                    return Err(Rejection::Fact { index: i as u64, region: f.shape.name(), value: f.value, why });
+                    refused = Some(Rejection::Fact { index: i as u64, region: f.shape.name(), value: f.value, why });
+                    break;
                 }
             }
         }
-        Ok(added.len())
+        self.give_memo(memo);
+        match refused {
+            Some(r) => Err(r),
+            None => Ok(own.into_iter().filter(|&(s, v)| self.add(s, v)).count()),
+        }
     }
 
     /// The value of region `s` when the ledger knows it: a verified fact, or, for a region
     /// of at most [`Ledger::small`] cells, by the mex rule.
     pub fn value(&self, s: &Shape) -> Option<u8> {
-        if let Some(&v) = self.facts.get(s) {
+        if let Some(v) = self.fact(s) {
             return Some(v);
         }
         if s.size() > self.small || !s.is_canonical_region() {
             return None;
         }
-        Some(self.memo.lock().unwrap_or_else(|e| e.into_inner()).value(s))
+        let mut memo = self.take_memo();
+        let v = memo.value(s);
+        self.give_memo(memo);
+        Some(v)
     }
 
     /// Facts held (verified here or added with [`Ledger::add_verified`]), small regions
     /// not counted.
     pub fn len(&self) -> usize {
-        self.facts.len()
+        self.shards.iter().map(|s| s.read().unwrap_or_else(PoisonError::into_inner).len()).sum()
     }
 
     /// True when no fact is held.
     pub fn is_empty(&self) -> bool {
-        self.facts.is_empty()
+        self.len() == 0
     }
 
     /// Adds a fact verified before, by a ledger of an earlier run (read back from disk):
     /// taken as it is, without a check — the caller vouches for it. A region already held
     /// keeps its value. A region that is not canonical, or a value above half its cells
     /// (no fact a ledger verified), is not added.
-    pub fn add_verified(&mut self, s: Shape, v: u8) {
+    pub fn add_verified(&self, s: Shape, v: u8) {
         if s.is_canonical_region() && v as u32 <= s.size() / 2 {
-            self.facts.entry(s).or_insert(v);
+            self.add(s, v);
         }
-    }
-
-    /// Every fact held, in no particular order.
-    pub fn facts(&self) -> impl Iterator<Item = (Shape, u8)> + '_ {
-        self.facts.iter().map(|(s, v)| (*s, *v))
     }
 }
 
@@ -226,7 +284,7 @@ mod tests {
     fn facts_verify_on_facts_verified_before() {
         // 1×n Cram is Dawson's Kayles; with small = 6, 1×10's options leave 1×8 and 1×7.
         let (s7, s8, s10) = (strip(7), strip(8), strip(10));
-        let mut ledger = Ledger::new(6);
+        let ledger = Ledger::new(6);
         // In any order: the ledger takes them smallest first.
         let facts = vec![bare(s10, truth(&s10)), bare(s8, truth(&s8)), bare(s7, truth(&s7))];
         assert_eq!(ledger.verify(&facts), Ok(3));
@@ -237,7 +295,7 @@ mod tests {
         assert_eq!(ledger.value(&strip(11)), None);
         assert_eq!(ledger.verify(&facts), Ok(0), "known facts are passed over");
         // 1×10 alone rests on facts it does not have: refused, the region named.
-        let mut fresh = Ledger::new(6);
+        let fresh = Ledger::new(6);
         let r = fresh.verify(&facts[..1]).unwrap_err();
         assert!(r.to_string().contains(&format!("leaves {} without a fact, and no reply", s8.name())), "{r}");
         assert!(fresh.is_empty());
@@ -245,10 +303,10 @@ mod tests {
         // stands for its fact.
         let alone = proved(&s10, 7);
         assert_eq!(alone.replies.len(), 2, "{alone:?}");
-        let mut fresh = Ledger::new(7);
+        let fresh = Ledger::new(7);
         assert_eq!(fresh.verify(std::slice::from_ref(&alone)), Ok(1));
         assert_eq!((fresh.value(&s8), fresh.value(&s7)), (None, Some(truth(&s7))), "1x7 is small");
-        let mut fresh = Ledger::new(7);
+        let fresh = Ledger::new(7);
         fresh.add_verified(s8, truth(&s8));
         assert_eq!(fresh.verify(std::slice::from_ref(&alone)), Ok(1), "replies not needed are passed over");
         // A reply that names no move, or one that leaves another value, is refused.
@@ -278,7 +336,7 @@ mod tests {
             for wrong in (0..=n as u8 / 2).filter(|&w| w != facts[i].value) {
                 let mut changed = facts.clone();
                 changed[i].value = wrong;
-                let mut ledger = Ledger::new(small);
+                let ledger = Ledger::new(small);
                 let r = ledger.verify(&changed);
                 assert!(matches!(r, Err(Rejection::Fact { .. })), "1x{n} as *{wrong}: {r:?}");
                 assert!(ledger.is_empty());
@@ -299,7 +357,7 @@ mod tests {
     #[test]
     fn a_failure_adds_nothing_and_malformed_facts_are_refused() {
         let (s7, s8) = (strip(7), strip(8));
-        let mut ledger = Ledger::new(6);
+        let ledger = Ledger::new(6);
         // A true 1×7 and a false 1×8: neither is added.
         let r = ledger.verify(&[bare(s7, truth(&s7)), bare(s8, truth(&s8) ^ 1)]);
         assert!(matches!(r, Err(Rejection::Fact { index: 1, .. })), "{r:?}");
@@ -328,5 +386,46 @@ mod tests {
         ledger.add_verified(not_canonical, 0);
         ledger.add_verified(s8, 9);
         assert_eq!(ledger.len(), 1);
+    }
+
+    #[test]
+    fn proofs_checked_at_once_hold_what_one_at_a_time_holds() {
+        // Each proof: one strip, resting on the strips one and two shorter (small = 4).
+        let small = 4;
+        let proofs: Vec<Vec<ExportedFact>> = (5..=40).map(|n| vec![bare(strip(n), truth(&strip(n)))]).collect();
+        let serial = Ledger::new(small);
+        for p in &proofs {
+            assert_eq!(serial.verify(p), Ok(1));
+        }
+        // Four threads, each taking every fourth proof and checking again, in order, those
+        // that failed because a fact they rest on was not added yet: every one is added,
+        // and no fact is counted twice.
+        let shared = Ledger::new(small);
+        let added: usize = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|t| {
+                    let (shared, proofs) = (&shared, &proofs);
+                    scope.spawn(move || {
+                        let mut added = 0;
+                        let mut waiting: Vec<&Vec<ExportedFact>> = proofs.iter().skip(t).step_by(4).collect();
+                        while !waiting.is_empty() {
+                            waiting.retain(|p| match shared.verify(p) {
+                                Ok(n) => {
+                                    added += n;
+                                    false
+                                }
+                                Err(_) => true,
+                            });
+                        }
+                        added
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!((added, shared.len()), (proofs.len(), serial.len()));
+        for n in 5..=40 {
+            assert_eq!(shared.value(&strip(n)), Some(truth(&strip(n))), "1x{n}");
+        }
     }
 }

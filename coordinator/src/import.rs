@@ -131,8 +131,10 @@ pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
         })
         .collect();
     results.sort_by_key(|r| proved.get(&(r.unit, r.worker.as_str())).copied().unwrap_or(usize::MAX));
-    let mut ledger = job.certificate_small.map(Ledger::new);
-    let mut out = Vec::with_capacity(results.len());
+    let ledger = job.certificate_small.map(Ledger::new);
+    let mut out: Vec<(ResultRecord, Option<CheckedProof>)> = Vec::with_capacity(results.len());
+    // The proofs to check: (the result's place in `out`, the proof, why it last failed).
+    let mut pending: Vec<(usize, Vec<u8>, String)> = Vec::new();
     for r in results {
         let bytes = match (&r.proof, &proofs) {
             (Some(file), Some(dir)) => match read_proof(dir, file) {
@@ -142,17 +144,31 @@ pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
             },
             _ => None,
         };
-        let proof = match (bytes, ledger.as_mut()) {
-            (Some(b), Some(ledger)) => match check_proof(ledger, r.unit, &b) {
-                Ok(facts) => Some(CheckedProof { bytes: b, facts }),
-                Err(why) => {
-                    tracing::warn!(unit = %r.unit, "an imported proof does not check ({why}); its unit is proved again");
-                    None
+        if let (Some(b), Some(_)) = (bytes, &ledger) {
+            pending.push((out.len(), b, String::new()));
+        }
+        out.push((r.clone(), None));
+    }
+    // The source checked several proofs at once, so a proof may rest on one logged after
+    // it: those that fail are tried again after the others, while any more check.
+    if let Some(ledger) = &ledger {
+        loop {
+            let tried = pending.len();
+            let mut failed = Vec::new();
+            for (i, bytes, _) in pending {
+                match check_proof(ledger, out[i].0.unit, &bytes) {
+                    Ok(facts) => out[i].1 = Some(CheckedProof { bytes, facts }),
+                    Err(why) => failed.push((i, bytes, why)),
                 }
-            },
-            _ => None,
-        };
-        out.push((r.clone(), proof));
+            }
+            pending = failed;
+            if pending.is_empty() || pending.len() == tried {
+                break;
+            }
+        }
+    }
+    for (i, _, why) in &pending {
+        tracing::warn!(unit = %out[*i].0.unit, "an imported proof does not check ({why}); its unit is proved again");
     }
     Ok(Import { source: name, results: out })
 }

@@ -86,7 +86,7 @@ impl Job {
                     _ => None,
                 })
                 .collect();
-            let (checker, lost) = ProofChecker::new(&store.proof_dir(), c.small, &proved);
+            let (checker, lost) = ProofChecker::new(&store.proof_dir(), c.small, settings.proof_threads, &proved);
             for q in lost {
                 sched.proof_lost(q);
             }
@@ -135,10 +135,13 @@ impl Job {
                     self.state_changed();
                     self.searched(done).await
                 }
-                checked = proof_done(&mut self.proofs) => {
-                    self.state_changed();
-                    self.proof_checked(checked).await
-                }
+                checked = proof_done(&mut self.proofs) => match checked {
+                    Some(c) => {
+                        self.state_changed();
+                        self.proof_checked(c).await
+                    }
+                    None => Ok(()),
+                },
                 _ = tick.tick() => {
                     let now = Instant::now();
                     for (unit, worker) in self.sched.expire(now) {
@@ -187,10 +190,8 @@ impl Job {
             let Some(q) = self.sched.next_search() else { break };
             self.checker.start(q);
         }
-        if let Some(p) = self.proofs.as_mut().filter(|p| p.is_idle()) {
-            if let Some((unit, worker, file)) = self.sched.next_proof() {
-                p.start(unit, worker, file);
-            }
+        if let Some(p) = self.proofs.as_mut() {
+            p.start_due(|| self.sched.next_proof());
         }
         if self.answered.is_none() {
             if let Some(solution) = self.sched.answer() {
@@ -245,6 +246,9 @@ impl Job {
         self.sched.apply(event);
         if let Event::Distrust { worker, reason } = event {
             tracing::error!(%worker, %reason, "worker distrusted: its results are discarded and it is disconnected");
+            if let Some(p) = self.proofs.as_mut() {
+                p.forget(worker);
+            }
         }
         Ok(())
     }
@@ -457,8 +461,9 @@ impl Job {
     }
 }
 
-/// Completes when the proof check under way does (never without a checker).
-async fn proof_done(p: &mut Option<ProofChecker>) -> ProofChecked {
+/// Completes when a proof check under way does (never without a checker); `None` when
+/// the proof is to be checked again.
+async fn proof_done(p: &mut Option<ProofChecker>) -> Option<ProofChecked> {
     match p {
         Some(p) => p.done().await,
         None => std::future::pending().await,

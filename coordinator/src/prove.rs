@@ -1,16 +1,26 @@
 //! A certified job's evidence: each result's proof, checked by the independent checker's
-//! rules ([`cram_certificate::Ledger`]) against the facts of the proofs checked before it,
-//! one at a time in the order the results came (a proof may rest on facts an earlier proof
-//! of the same worker sent). A proof that checks makes its result count; one that does not
-//! shows its worker wrong. The ledger of checked facts is built again on a restart from the
-//! proofs the log says were checked.
+//! rules ([`cram_certificate::Ledger`]) against the facts of the proofs checked before it.
+//! A proof that checks makes its result count; one that does not shows its worker wrong.
+//!
+//! Up to `threads` proofs are checked at once, all against one ledger, so that the checks
+//! keep up with many workers. Every fact a ledger holds is true whatever order the checks
+//! ran in; but a proof rests on facts of the proofs its worker sent before it, so a
+//! worker's proofs are checked one at a time, in the order they came, and proofs of
+//! different workers side by side. A proof can still rest on another worker's that came
+//! before it (the workers of `cram solve --workers` share facts), so one that fails while a
+//! proof that came before it is not done is checked again once every such proof is: only
+//! a proof that fails against the facts of every proof that came before it is refused, as
+//! when they were all checked one at a time. The ledger of checked facts is built again on
+//! a restart from the proofs the log says were checked.
 
 use crate::events::Event;
 use crate::store::{read_proof, StoreError};
 use cram_certificate::{Ledger, Rejection};
 use cram_engine::Question;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use tokio::task::JoinHandle;
+use std::sync::Arc;
+use tokio::task::JoinSet;
 
 /// What checking one proof found.
 pub enum Checked {
@@ -28,13 +38,15 @@ pub struct ProofChecked {
     pub unit: Question,
     /// The worker that sent it.
     pub worker: String,
+    /// The proof's file.
+    pub file: String,
     /// What the check found.
     pub checked: Checked,
 }
 
 /// Checks `bytes`, the proof of a result on `unit`, against the facts `ledger` holds, and
 /// adds its facts to the ledger: how many it added, or why it does not check.
-pub fn check_proof(ledger: &mut Ledger, unit: Question, bytes: &[u8]) -> Result<u64, String> {
+pub fn check_proof(ledger: &Ledger, unit: Question, bytes: &[u8]) -> Result<u64, String> {
     let facts =
         cram_engine::proof::read_export(bytes).map_err(|e| format!("its proof of {unit} cannot be read: {e}"))?;
     match ledger.verify(&facts) {
@@ -46,20 +58,44 @@ pub fn check_proof(ledger: &mut Ledger, unit: Question, bytes: &[u8]) -> Result<
     }
 }
 
+/// A proof not yet found proved, refused or lost.
+struct Pending {
+    unit: Question,
+    worker: String,
+    file: String,
+    state: State,
+}
+
+/// Where a pending proof is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not checked yet.
+    Waiting,
+    /// Being checked; `first`: every proof that came before it was done when it started, so
+    /// a failure is the proof's own.
+    UnderWay { first: bool },
+    /// Failed beside an earlier proof: checked again once every proof before it is done.
+    Again,
+}
+
 /// The checker of a certified job's proofs.
 pub struct ProofChecker {
     dir: PathBuf,
-    /// The facts checked so far (away while a check runs).
-    ledger: Option<Ledger>,
-    running: Option<JoinHandle<(Ledger, ProofChecked)>>,
+    ledger: Arc<Ledger>,
+    threads: usize,
+    running: JoinSet<(u64, Checked)>,
+    /// The proofs not yet done, by the order they came in.
+    pending: BTreeMap<u64, Pending>,
+    next_seq: u64,
 }
 
 impl ProofChecker {
-    /// A checker of the proofs in `dir`, for regions above `small` cells, starting from the
-    /// proofs a replay found checked (`proved`: their files, in log order). Returns the
-    /// checker and the units whose checked proofs are gone (to be proved again).
-    pub fn new(dir: &Path, small: u32, proved: &[(Question, String)]) -> (ProofChecker, Vec<Question>) {
-        let mut ledger = Ledger::new(small);
+    /// A checker of the proofs in `dir`, for regions above `small` cells, up to `threads`
+    /// at once, starting from the proofs a replay found checked (`proved`: their files, in
+    /// log order). Returns the checker and the units whose checked proofs are gone (to be
+    /// proved again).
+    pub fn new(dir: &Path, small: u32, threads: usize, proved: &[(Question, String)]) -> (ProofChecker, Vec<Question>) {
+        let ledger = Ledger::new(small);
         let mut lost = Vec::new();
         for (unit, file) in proved {
             match read_proof(dir, file).map_err(|e| e.to_string()).and_then(|b| cram_engine::proof::read_export(&b)) {
@@ -74,38 +110,87 @@ impl ProofChecker {
                 }
             }
         }
-        (ProofChecker { dir: dir.to_path_buf(), ledger: Some(ledger), running: None }, lost)
+        let checker = ProofChecker {
+            dir: dir.to_path_buf(),
+            ledger: Arc::new(ledger),
+            threads: threads.max(1),
+            running: JoinSet::new(),
+            pending: BTreeMap::new(),
+            next_seq: 0,
+        };
+        (checker, lost)
     }
 
-    /// True when no check runs.
-    pub fn is_idle(&self) -> bool {
-        self.running.is_none()
+    /// Takes the proofs `next` hands out (`(unit, worker, file)`, in the order the results
+    /// came), and starts checks while there is room: of each worker the first proof not
+    /// done, if no check of that worker is under way, and a proof to check again only once
+    /// every proof before it is done.
+    pub fn start_due(&mut self, mut next: impl FnMut() -> Option<(Question, String, String)>) {
+        while let Some((unit, worker, file)) = next() {
+            self.pending.insert(self.next_seq, Pending { unit, worker, file, state: State::Waiting });
+            self.next_seq += 1;
+        }
+        while self.running.len() < self.threads {
+            let Some((seq, first)) = self.startable() else { break };
+            self.spawn(seq, first);
+        }
     }
 
-    /// Starts checking `file`, the proof of `worker`'s result on `unit` (when idle).
-    pub fn start(&mut self, unit: Question, worker: String, file: String) {
-        let mut ledger = self.ledger.take().expect("idle");
-        let dir = self.dir.clone();
-        self.running = Some(tokio::task::spawn_blocking(move || {
+    /// The first proof that can be checked now, and whether it is the first not done.
+    fn startable(&self) -> Option<(u64, bool)> {
+        let mut behind: Vec<&str> = Vec::new();
+        for (i, (&seq, p)) in self.pending.iter().enumerate() {
+            let ready = match p.state {
+                State::Waiting => true,
+                State::Again => i == 0,
+                State::UnderWay { .. } => false,
+            };
+            if ready && !behind.contains(&p.worker.as_str()) {
+                return Some((seq, i == 0));
+            }
+            if !behind.contains(&p.worker.as_str()) {
+                behind.push(&p.worker);
+            }
+        }
+        None
+    }
+
+    fn spawn(&mut self, seq: u64, first: bool) {
+        let p = self.pending.get_mut(&seq).expect("pending");
+        p.state = State::UnderWay { first };
+        let (ledger, dir, unit, file) = (self.ledger.clone(), self.dir.clone(), p.unit, p.file.clone());
+        self.running.spawn_blocking(move || {
             let checked = match read_proof(&dir, &file) {
                 Err(e @ StoreError::Io { .. }) => Checked::Lost(e.to_string()),
                 Err(e) => Checked::Lost(e.to_string()),
-                Ok(bytes) => match check_proof(&mut ledger, unit, &bytes) {
+                Ok(bytes) => match check_proof(&ledger, unit, &bytes) {
                     Ok(n) => Checked::Proved(n),
                     Err(why) => Checked::Refused(why),
                 },
             };
-            (ledger, ProofChecked { unit, worker, checked })
-        }));
+            (seq, checked)
+        });
     }
 
-    /// Completes when the check under way does (never when none is).
-    pub async fn done(&mut self) -> ProofChecked {
-        let Some(task) = self.running.as_mut() else { return std::future::pending().await };
-        let (ledger, checked) = task.await.unwrap_or_else(|e| panic!("the proof checker failed: {e}"));
-        self.running = None;
-        self.ledger = Some(ledger);
-        checked
+    /// Completes when a check under way does (never when none is): what it found, or
+    /// `None` when the proof is to be checked again once the proofs before it are.
+    pub async fn done(&mut self) -> Option<ProofChecked> {
+        let Some(joined) = self.running.join_next().await else { return std::future::pending().await };
+        let (seq, checked) = joined.unwrap_or_else(|e| panic!("the proof checker failed: {e}"));
+        let p = self.pending.get_mut(&seq).expect("a check of a pending proof");
+        if matches!(checked, Checked::Refused(_)) && p.state == (State::UnderWay { first: false }) {
+            tracing::debug!(unit = %p.unit, "a proof failed beside an earlier one; it is checked again after it");
+            p.state = State::Again;
+            return None;
+        }
+        let p = self.pending.remove(&seq).expect("pending");
+        Some(ProofChecked { unit: p.unit, worker: p.worker, file: p.file, checked })
+    }
+
+    /// Drops the proofs of `worker` not under way (it was distrusted: its results count for
+    /// nothing).
+    pub fn forget(&mut self, worker: &str) {
+        self.pending.retain(|_, p| p.worker != worker || matches!(p.state, State::UnderWay { .. }));
     }
 
     /// The event a check calls for, if any: `Proved`, or the worker's `Distrust`.
@@ -115,5 +200,180 @@ impl ProofChecker {
             Checked::Refused(why) => Some(Event::Distrust { worker: c.worker.clone(), reason: why.clone() }),
             Checked::Lost(_) => None,
         }
+    }
+}
+
+/// Checks the proofs of `queue` (`(unit, worker, file)`, in the order they came) with
+/// `checker` as a job does, and returns what each check found, in the order they ended.
+pub async fn check_queue(
+    checker: &mut ProofChecker,
+    mut queue: VecDeque<(Question, String, String)>,
+) -> Vec<ProofChecked> {
+    let mut found = Vec::new();
+    loop {
+        checker.start_due(|| queue.pop_front());
+        if checker.running.is_empty() {
+            return found;
+        }
+        found.extend(checker.done().await);
+    }
+}
+
+/// What checking a job's proofs again found ([`recheck`]).
+pub struct Rechecked {
+    /// Proofs checked.
+    pub proofs: usize,
+    /// Facts they hold, and facts they added to the ledger.
+    pub facts_sent: u64,
+    /// Facts added.
+    pub facts_added: u64,
+    /// Proofs refused or lost.
+    pub failed: usize,
+    /// Why the first proof refused or lost was.
+    pub first_failure: Option<String>,
+    /// Wall time of the checks, in seconds.
+    pub secs: f64,
+}
+
+/// Checks again, on `threads` threads, the proofs of the certified job in state directory
+/// `state` that it found checked, in the order their results came, against a fresh
+/// ledger: how fast a coordinator checks proofs (`cram bench --proofs`).
+pub async fn recheck(state: &Path, threads: usize) -> Result<Rechecked, String> {
+    let read = crate::store::read_log(&state.join(crate::store::LOG_FILE)).map_err(|e| e.to_string())?;
+    let events = read.replay.events;
+    let small = match events.first() {
+        Some(Event::Job(j)) => j.certificate_small.ok_or("the job is not a certified one")?,
+        _ => return Err(format!("{} holds no job", state.display())),
+    };
+    // In the order the results came (the order the job checked them in), those whose
+    // proofs checked.
+    let proved: std::collections::HashSet<(Question, &str)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Proved { unit, worker, .. } => Some((*unit, worker.as_str())),
+            _ => None,
+        })
+        .collect();
+    let queue: VecDeque<(Question, String, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Result(r) if proved.contains(&(r.unit, r.worker.as_str())) => {
+                Some((r.unit, r.worker.clone(), r.proof.clone()?))
+            }
+            _ => None,
+        })
+        .collect();
+    let dir = state.join(crate::store::PROOF_DIR);
+    let mut facts_sent = 0;
+    for (_, _, f) in &queue {
+        let bytes = read_proof(&dir, f).map_err(|e| e.to_string())?;
+        facts_sent += cram_engine::proof::read_export(&bytes)?.len() as u64;
+    }
+    let proofs = queue.len();
+    let (mut checker, _) = ProofChecker::new(&dir, small, threads, &[]);
+    let started = std::time::Instant::now();
+    let found = check_queue(&mut checker, queue).await;
+    let secs = started.elapsed().as_secs_f64();
+    let facts_added = found.iter().map(|c| if let Checked::Proved(n) = c.checked { n } else { 0 }).sum();
+    let mut failures = found.iter().filter_map(|c| match &c.checked {
+        Checked::Proved(_) => None,
+        Checked::Refused(why) | Checked::Lost(why) => Some(format!("{} of {}: {why}", c.file, c.worker)),
+    });
+    let first_failure = failures.next();
+    let failed = first_failure.iter().count() + failures.count();
+    Ok(Rechecked { proofs, facts_sent, facts_added, failed, first_failure, secs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cram_certificate::Shape;
+    use cram_engine::proof::{Proofs, Prover};
+    use cram_engine::{Board, Config, DbSet, Solver};
+    use std::collections::HashMap;
+
+    /// What the checks of `queue` (worker, file) found, by file: "proved", "refused" or
+    /// "lost" (each proof is found once; that a worker's proofs are checked one at a time
+    /// is asserted as each check starts).
+    async fn check_all(dir: &Path, queue: &[(&str, &str)]) -> HashMap<String, &'static str> {
+        let unit: Question = "4x5:fffff?0".parse().expect("a question");
+        let (mut checker, lost) = ProofChecker::new(dir, 4, 2, &[]);
+        assert!(lost.is_empty());
+        let queue = queue.iter().map(|&(w, f)| (unit, w.to_string(), f.to_string())).collect();
+        let found = check_queue(&mut checker, queue).await;
+        let n = found.len();
+        let by_file: HashMap<String, &str> = found
+            .into_iter()
+            .map(|c| {
+                let kind = match c.checked {
+                    Checked::Proved(_) => "proved",
+                    Checked::Refused(_) => "refused",
+                    Checked::Lost(_) => "lost",
+                };
+                (c.file, kind)
+            })
+            .collect();
+        assert_eq!(by_file.len(), n, "each proof found once");
+        by_file
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn proofs_are_checked_side_by_side_and_only_an_unfounded_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("cram-prove-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let board = Board::parse("4x5").expect("a board");
+        let root = Shape::of(4, 5, board.empty());
+        let (r0, r1) = (root.after(root.moves()[0])[0], root.after(root.moves()[7])[0]);
+        let fresh = || Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        // Worker w1: a proof of r0, then one of the root resting on it. Worker w2: r1 on
+        // its own. Worker w3: the root, resting on the facts of w1's first proof (given to
+        // it).
+        let (mut s1, mut s2, mut s3, mut s4) = (fresh(), fresh(), fresh(), fresh());
+        let mut p = Prover::new(&mut s1, 4);
+        p.prove_value(&r0).expect("proved");
+        std::fs::write(dir.join("w1-a"), p.export()).expect("written");
+        let mut proofs = p.into_proofs();
+        let sent = proofs.sent();
+        let mut p = Prover::with_proofs(&mut s1, 4, proofs);
+        p.prove_value(&root).expect("proved");
+        std::fs::write(dir.join("w1-b"), p.export()).expect("written");
+        let mut p = Prover::new(&mut s2, 4);
+        p.prove_value(&r1).expect("proved");
+        std::fs::write(dir.join("w2"), p.export()).expect("written");
+        let mut given = Proofs::new(4);
+        given.add_known(&sent);
+        let mut p = Prover::with_proofs(&mut s3, 4, given);
+        p.prove_value(&root).expect("proved");
+        std::fs::write(dir.join("w3"), p.export()).expect("written");
+        // A proof resting on facts nobody sent (proved by a prover whose proof is never
+        // sent).
+        let mut p = Prover::new(&mut s4, 4);
+        p.prove_value(&r1).expect("proved");
+        let mut hidden = p.into_proofs();
+        let mut given = Proofs::new(4);
+        given.add_known(&hidden.sent());
+        let mut s5 = fresh();
+        let mut p = Prover::with_proofs(&mut s5, 4, given);
+        p.prove_value(&root).expect("proved");
+        std::fs::write(dir.join("unfounded"), p.export()).expect("written");
+
+        // In every interleaving of the checks: w3's proof is checked beside w1's first (and
+        // checked again if it came first), w1's second only after w1's first.
+        for _ in 0..5 {
+            let found =
+                check_all(&dir, &[("w1", "w1-a"), ("w3", "w3"), ("w1", "w1-b"), ("w2", "w2"), ("w4", "gone")]).await;
+            let expected: HashMap<String, &str> =
+                [("w1-a", "proved"), ("w3", "proved"), ("w1-b", "proved"), ("w2", "proved"), ("gone", "lost")]
+                    .into_iter()
+                    .map(|(f, k)| (f.to_string(), k))
+                    .collect();
+            assert_eq!(found, expected);
+        }
+        // A proof resting on one that comes after it is refused, as when checked one at a
+        // time, and so is one resting on facts nobody sent.
+        let found = check_all(&dir, &[("w3", "w3"), ("w1", "w1-a"), ("w5", "unfounded")]).await;
+        assert_eq!((found["w3"], found["w1-a"], found["unfounded"]), ("refused", "proved", "refused"));
+        std::fs::remove_dir_all(&dir).expect("removed");
     }
 }

@@ -41,6 +41,8 @@ pub struct Settings {
     pub check_threads: usize,
     /// The table of the coordinator's own searches, in bytes (a limit it grows to).
     pub check_tt_bytes: usize,
+    /// A certified job's proofs: at most this many checked at once.
+    pub proof_threads: usize,
     /// Interval of the progress line.
     pub progress: Duration,
     /// Bearer token every call must carry.

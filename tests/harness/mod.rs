@@ -94,6 +94,7 @@ pub async fn start_cluster(job: &JobSpec, workers: usize) -> Cluster {
         checks: job.checks,
         check_threads: 2,
         check_tt_bytes: 64 << 20,
+        proof_threads: 2,
         progress: Duration::from_secs(3600),
         token: job.token.clone(),
         dbs: Arc::new(DbSet::default()),
