@@ -77,7 +77,11 @@ fn certify(
     if let Some(p) = terminal_progress(format!("{spec} certificate")) {
         solver.set_progress(p);
     }
-    let proved = Prover::new(solver.lead(), small).prove(board, solution);
+    let threads = solver.threads();
+    let mut prover = Prover::new(solver.lead(), small);
+    prover.set_threads(threads);
+    let proved = prover.prove(board, solution);
+    drop(prover);
     clear_progress();
     let cert = proved.map_err(|e| search_failure(e, solver.databases()))?;
     let bytes = cert.to_bytes();

@@ -50,7 +50,9 @@ pub async fn certify(a: Assembly, target: &CertificateTarget) -> Result<Certific
     let made = tokio::task::spawn_blocking(move || -> Result<CertificateWritten, String> {
         let config = Config { tt_bytes: ASSEMBLY_TT_BYTES, pairing: a.pairing };
         let mut solver = Solver::new(&config, a.dbs);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut prover = Prover::new(&mut solver, target.small);
+        prover.set_threads(threads);
         prover.preload_values(values);
         // One file at a time: the proofs of a long job can be many GiB in all. One that
         // cannot be read or does not import only costs time: what the certificate then
@@ -67,7 +69,6 @@ pub async fn certify(a: Assembly, target: &CertificateTarget) -> Result<Certific
         drop(prover);
         tracing::info!(target: crate::PROGRESS, nodes = solver.nodes(), "the top proved (nodes: the assembly's own searches)");
         let bytes = cert.to_bytes();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         cram_certificate::check(&bytes, threads).map_err(|e| format!("the assembled certificate does not check: {e}"))?;
         let tmp = target.path.with_extension("tmp");
         std::fs::write(&tmp, &bytes)

@@ -24,7 +24,7 @@ use cram_certificate::rules::components;
 use cram_certificate::rules::ShapeHash;
 use cram_certificate::{varint, Certificate, Claim, ExportedFact, Fact, Shape};
 use smallvec::SmallVec;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The default size up to which regions are left to the checker's own mex: measured,
 /// docs/certificates.md (larger sizes shrink certificates and slow the check).
@@ -106,6 +106,8 @@ pub struct Prover<'a> {
     unsent: Vec<Shape>,
     /// Called after each fact found ([`Prover::on_fact`]).
     on_fact: Option<Box<dyn FnMut() + Send + 'a>>,
+    /// Threads of the certificate's closure ([`Prover::set_threads`]).
+    threads: usize,
 }
 
 /// Replies a prover hands on to the next ([`Prover::into_proofs`]); more are dropped
@@ -173,6 +175,61 @@ fn for_each_exported(bytes: &[u8], mut f: impl FnMut(ExportedFact) -> Result<(),
     Ok(())
 }
 
+/// A level of the closure ([`Prover::certificate`]) is split over threads only when each
+/// gets at least this many facts to visit.
+const MIN_VISITS_A_THREAD: usize = 256;
+
+/// What the closure finds of one fact.
+struct Visit {
+    /// Its hints: the reply of each option that needs one, in the order of the options.
+    hints: Vec<u32>,
+    /// False when an option lacks what it needs (a reply, or facts of its regions).
+    whole: bool,
+    /// The regions with facts its check consults.
+    consulted: Vec<Shape>,
+}
+
+/// True when the checker will know the value of region `s`: it has a fact among `facts`,
+/// or at most `small` cells.
+fn known_to_checker(facts: &HashMap<Shape, Proven, ShapeHash>, small: u32, s: &Shape) -> bool {
+    s.size() <= small || facts.contains_key(s)
+}
+
+/// Visits fact `s` of `facts` for the closure: the hints its check needs, whether it has
+/// them all, and the regions with facts the check consults (regions of at most `small`
+/// cells are the checker's own).
+fn visit(facts: &HashMap<Shape, Proven, ShapeHash>, small: u32, s: &Shape) -> Visit {
+    let is_known = |r: &Shape| known_to_checker(facts, small, r);
+    let p = &facts[s];
+    let mut v = Visit { hints: Vec::new(), whole: true, consulted: Vec::new() };
+    let mut replies = p.replies.iter().peekable();
+    for (k, m) in s.moves().into_iter().enumerate() {
+        let chosen = replies.next_if(|r| r.0 as usize == k).map(|r| r.1);
+        let regions = after(s, m);
+        v.consulted.extend(regions.iter().filter(|r| facts.contains_key(r)));
+        let unknown: SmallVec<[&Shape; 4]> = regions.iter().filter(|r| !is_known(r)).collect();
+        match unknown[..] {
+            [] => {}
+            [h] => {
+                // An option whose region has no fact had a reply when it was proved (an
+                // imported proof may lack it, name no move, or rest on facts of a proof
+                // that was not imported).
+                let moves = h.moves();
+                let Some((c, &m)) = chosen.and_then(|c| Some((c, moves.get(c as usize)?))) else {
+                    v.whole = false;
+                    continue;
+                };
+                let left = after(h, m);
+                v.whole &= left.iter().all(is_known);
+                v.hints.push(c as u32);
+                v.consulted.extend(left.iter().filter(|r| facts.contains_key(r)));
+            }
+            _ => v.whole = false,
+        }
+    }
+    v
+}
+
 impl<'a> Prover<'a> {
     /// A prover asking `solver` (best one that has just solved the position: its table
     /// answers most questions without search) and leaving regions of at most `small`
@@ -186,7 +243,14 @@ impl<'a> Prover<'a> {
             preloaded: HashMap::default(),
             unsent: Vec::new(),
             on_fact: None,
+            threads: 1,
         }
+    }
+
+    /// Walks the facts a certificate needs on `threads` threads (one by default): the walk
+    /// at the end of [`Prover::prove`], which visits every option of every fact.
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
     }
 
     /// A prover that goes on from what an earlier one found (with the same `small`; a
@@ -386,49 +450,39 @@ impl<'a> Prover<'a> {
     /// every fact the walk found not whole: an option with two regions without facts, one
     /// without a reply, or a reply that leaves a region without a fact.
     fn closure(&self, roots: &[Shape]) -> Result<HashMap<Shape, Vec<u32>, ShapeHash>, Incomplete> {
-        let mut queue: Vec<Shape> = Vec::new();
-        let consult = |rs: &[Shape], queue: &mut Vec<Shape>| {
-            queue.extend(rs.iter().filter(|r| self.facts.contains_key(r)));
-        };
-        consult(roots, &mut queue);
+        let (facts, small) = (&self.facts, self.small);
+        let mut seen: HashSet<Shape, ShapeHash> = HashSet::default();
+        let mut frontier: Vec<Shape> =
+            roots.iter().copied().filter(|r| facts.contains_key(r) && seen.insert(*r)).collect();
         let mut kept: HashMap<Shape, Vec<u32>, ShapeHash> = HashMap::default();
         let mut broken = Vec::new();
-        while let Some(s) = queue.pop() {
-            if kept.contains_key(&s) {
-                continue;
-            }
-            let p = &self.facts[&s];
-            let mut own = Vec::new();
-            let mut replies = p.replies.iter().peekable();
-            let mut whole = true;
-            for (k, m) in s.moves().into_iter().enumerate() {
-                let chosen = replies.next_if(|r| r.0 as usize == k).map(|r| r.1);
-                let regions = after(&s, m);
-                consult(&regions, &mut queue);
-                let unknown: SmallVec<[&Shape; 4]> = regions.iter().filter(|r| !self.is_known(r)).collect();
-                match unknown[..] {
-                    [] => {}
-                    [h] => {
-                        // An option whose region has no fact had a reply when it was proved
-                        // (an imported proof may lack it, name no move, or rest on facts of
-                        // a proof that was not imported).
-                        let moves = h.moves();
-                        let Some(&m) = chosen.and_then(|c| moves.get(c as usize)) else {
-                            whole = false;
-                            continue;
-                        };
-                        let left = after(h, m);
-                        whole &= left.iter().all(|r| self.is_known(r));
-                        own.push(chosen.expect("checked above") as u32);
-                        consult(&left, &mut queue);
-                    }
-                    _ => whole = false,
+        // Breadth first, each level's facts visited on the prover's threads (a visit needs
+        // only the facts; what it finds is merged in the order of the level).
+        while !frontier.is_empty() {
+            let threads = self.threads.min(frontier.len() / MIN_VISITS_A_THREAD).max(1);
+            let visits: Vec<Visit> = if threads == 1 {
+                frontier.iter().map(|s| visit(facts, small, s)).collect()
+            } else {
+                let chunk = frontier.len().div_ceil(threads);
+                std::thread::scope(|scope| {
+                    let handles: Vec<_> = frontier
+                        .chunks(chunk)
+                        .map(|part| {
+                            scope.spawn(move || part.iter().map(|s| visit(facts, small, s)).collect::<Vec<_>>())
+                        })
+                        .collect();
+                    handles.into_iter().flat_map(|h| h.join().expect("a closure thread panicked")).collect()
+                })
+            };
+            let mut next = Vec::new();
+            for (s, v) in frontier.iter().zip(visits) {
+                if !v.whole {
+                    broken.push(*s);
                 }
+                kept.insert(*s, v.hints);
+                next.extend(v.consulted.into_iter().filter(|r| seen.insert(*r)));
             }
-            if !whole {
-                broken.push(s);
-            }
-            kept.insert(s, own);
+            frontier = next;
         }
         if broken.is_empty() {
             Ok(kept)
@@ -439,7 +493,7 @@ impl<'a> Prover<'a> {
 
     /// True when the checker will know the region's value: it has a fact or is small.
     fn is_known(&self, s: &Shape) -> bool {
-        s.size() <= self.small || self.facts.contains_key(s)
+        known_to_checker(&self.facts, self.small, s)
     }
 
     /// The solver's regions of a shape: its parts after the solver's reductions.
@@ -682,6 +736,24 @@ mod tests {
         let v = solver.solve(&board, Mode::Nimber).unwrap().nimber.unwrap();
         let cert = Prover::new(&mut solver, small).prove(&board, &solution).unwrap();
         (cert, v)
+    }
+
+    #[test]
+    fn the_closure_on_several_threads_writes_the_same_certificate() {
+        // 5x6 with small = 6: levels of thousands of facts, split over the threads.
+        let board = Board::parse("5x6").unwrap();
+        let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        let solution = solver.solve(&board, Mode::Nimber).unwrap();
+        let mut one = Prover::new(&mut solver, 6);
+        let cert = one.prove(&board, &solution).unwrap();
+        let proofs = one.into_proofs();
+        // Its widest levels (855 and 1,369 facts) go to three and four threads.
+        assert!(cert.facts.len() > 4 * MIN_VISITS_A_THREAD, "{} facts", cert.facts.len());
+        let mut four = Prover::with_proofs(&mut solver, 6, proofs);
+        four.set_threads(4);
+        let again = four.prove(&board, &solution).unwrap();
+        assert_eq!(again.to_bytes(), cert.to_bytes());
+        assert_eq!(cram_certificate::check(&again.to_bytes(), 2).unwrap().claim, Claim::Nimber(2));
     }
 
     /// The prover's `after` gives what the checker's `Shape::after` gives, in the same
