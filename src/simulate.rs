@@ -10,12 +10,16 @@
 //! to disk. Heartbeats go every quarter lease and cancel units no longer needed, as in a
 //! real run. What the simulation leaves out is the cost of separate tables (each unit costs
 //! what the logged run paid): `cram bench --scaling` measures that on real processes.
+//!
+//! A certified job's log also gives each result's proof (the facts it added): the
+//! coordinator checks proofs on `--check-threads` threads at `--proof-facts-per-sec` each,
+//! a worker's one at a time, and the answer waits for the checks of every result before it.
 
 use crate::cli::DbArgs;
 use crate::Failure;
 use clap::Args;
 use cram_coordinator::events::{read_events, Event};
-use cram_coordinator::scheduler::{CheckPolicy, LeaseOutcome, Scheduler, Submission, COORDINATOR};
+use cram_coordinator::scheduler::{CheckPolicy, LeaseOutcome, Scheduler, Submission, Verdict, COORDINATOR};
 use cram_coordinator::top::Top;
 use cram_engine::{Board, Config, Facts, Mode, Question, Solver};
 use std::cmp::Reverse;
@@ -55,6 +59,13 @@ pub struct SimulateArgs {
     /// Transposition table of the searches of units the log lacks, in MiB.
     #[arg(long, value_name = "N", default_value_t = 2048)]
     pub tt_mb: u64,
+    /// A certified job's proof checks: the coordinator's checking threads.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub check_threads: u32,
+    /// A certified job's proof checks: facts added to the ledger per second and thread
+    /// (`cram bench --proofs` measures it: 59,000 on this machine's proofs of 5x9).
+    #[arg(long, value_name = "N", default_value_t = 60_000.0)]
+    pub proof_facts_per_sec: f64,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -64,6 +75,8 @@ pub struct SimulateArgs {
 struct Cost {
     facts: Facts,
     nodes: u64,
+    /// Facts its proof added to the coordinator's ledger (a certified job's; else 0).
+    proof_facts: u64,
 }
 
 /// The job of a logged run, and what its units cost.
@@ -75,6 +88,8 @@ struct Logged {
     plain: bool,
     costs: HashMap<Question, Cost>,
     nodes_per_sec: f64,
+    /// A certified job's proof facts per node searched, for units the log lacks.
+    proof_facts_per_node: f64,
 }
 
 fn read_log(dir: &std::path::Path) -> Result<Logged, Failure> {
@@ -83,15 +98,23 @@ fn read_log(dir: &std::path::Path) -> Result<Logged, Failure> {
     let read = read_events(std::io::BufReader::new(file))
         .map_err(|e| Failure::database(format!("{}: {e:?}", path.display())))?;
     let mut job = None;
-    let mut costs = HashMap::new();
+    let mut costs: HashMap<Question, Cost> = HashMap::new();
     let (mut nodes, mut millis) = (0u64, 0u64);
+    let (mut proved_facts, mut proved_nodes) = (0u64, 0u64);
     for e in &read.replay.events {
         match e {
             Event::Job(j) => job = Some(j.clone()),
             Event::Result(r) if r.finished && r.worker != COORDINATOR => {
                 nodes += r.nodes;
                 millis += r.millis;
-                costs.entry(r.unit).or_insert(Cost { facts: r.facts(), nodes: r.nodes.max(1) });
+                costs.entry(r.unit).or_insert(Cost { facts: r.facts(), nodes: r.nodes.max(1), proof_facts: 0 });
+            }
+            Event::Proved { unit, facts, .. } => {
+                if let Some(c) = costs.get_mut(unit).filter(|c| c.proof_facts == 0) {
+                    c.proof_facts = *facts;
+                    proved_facts += facts;
+                    proved_nodes += c.nodes;
+                }
             }
             _ => {}
         }
@@ -107,6 +130,7 @@ fn read_log(dir: &std::path::Path) -> Result<Logged, Failure> {
         plain: j.certificate_small.is_some(),
         costs,
         nodes_per_sec: nodes as f64 * 1000.0 / millis.max(1) as f64,
+        proof_facts_per_node: proved_facts as f64 / proved_nodes.max(1) as f64,
     })
 }
 
@@ -117,6 +141,8 @@ struct Model {
     fsync: f64,
     lease: Duration,
     unit_nodes: u64,
+    check_threads: usize,
+    proof_facts_per_sec: f64,
 }
 
 /// What one simulated run gave.
@@ -128,6 +154,29 @@ struct Outcome {
     busy: f64,
     /// Seconds the coordinator spent serving calls.
     coordinator: f64,
+    /// Seconds the coordinator's threads spent checking proofs, all threads.
+    checking: f64,
+    /// Seconds the answer waited, after the last result it needed, for proof checks.
+    waited: f64,
+}
+
+/// The coordinator's proof checks: its threads, a worker's proofs one at a time.
+struct ProofChecks {
+    /// When each thread is next free.
+    free: Vec<f64>,
+    /// When each worker's last check ends.
+    worker_done: Vec<f64>,
+}
+
+impl ProofChecks {
+    /// Checks a proof of worker `w` that takes `secs`, arriving at `t`: when it ends.
+    fn check(&mut self, w: usize, t: f64, secs: f64) -> f64 {
+        let (i, &free) = self.free.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).expect("a thread");
+        let end = t.max(free).max(self.worker_done[w]) + secs;
+        self.free[i] = end;
+        self.worker_done[w] = end;
+        end
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -138,6 +187,8 @@ enum Ev {
     Heartbeat(usize, u64),
     /// A worker finishes its unit (its lease number).
     Done(usize, u64),
+    /// The check of a certified result's proof ends (the result's place in `proved`).
+    Proved(usize),
 }
 
 /// A unit being searched by a simulated worker.
@@ -179,7 +230,12 @@ fn simulate(
     }
     let mut busy: Vec<Option<Busy>> = (0..workers).map(|_| None).collect();
     let mut coordinator_free = 0.0f64;
-    let mut out = Outcome { makespan: 0.0, leased: 0, cancelled: 0, busy: 0.0, coordinator: 0.0 };
+    let mut out =
+        Outcome { makespan: 0.0, leased: 0, cancelled: 0, busy: 0.0, coordinator: 0.0, checking: 0.0, waited: 0.0 };
+    let mut checks = ProofChecks { free: vec![0.0; m.check_threads.max(1)], worker_done: vec![0.0; workers] };
+    // A certified job's results sent for their proofs' checks: unit, worker, facts.
+    let mut proved: Vec<(Question, String, u64)> = Vec::new();
+    let mut last_result = 0.0f64;
     let mut lease_no = 0u64;
     let heartbeat_every = m.lease.as_secs_f64() / 4.0;
     // One call: it reaches the coordinator after half a round trip, waits its turn, takes
@@ -236,6 +292,15 @@ fn simulate(
                     push(&mut queue, reply.min(b.end), Ev::Lease(w));
                 }
             }
+            Ev::Proved(i) => {
+                let (unit, worker, facts) = proved[i].clone();
+                s.apply(&Event::Proved { unit, worker, facts });
+                if s.answer().is_some() {
+                    out.makespan = t;
+                    out.waited = t - last_result;
+                    return Ok(out);
+                }
+            }
             Ev::Done(w, n) => {
                 let Some(b) = busy[w].take_if(|b| b.lease_no == n) else { continue };
                 out.busy += b.end - b.start;
@@ -248,15 +313,38 @@ fn simulate(
                     nodes: b.cost.nodes.min(m.unit_nodes),
                     millis: ((b.end - b.start) * 1000.0) as u64,
                     from_cache: false,
-                    proof: Vec::new(),
+                    // A certified result must carry a proof; the simulation reads none.
+                    proof: if log.plain { vec![0] } else { Vec::new() },
                     shared: Vec::new(),
                     uses: Vec::new(),
                 };
                 let mut solved = false;
+                let mut accepted = false;
                 let reply = call(t, m.fsync, &mut |now| {
-                    s.submit_unlogged(&sub, now);
+                    if log.plain {
+                        // A certified result is held with its proof's file, and counts once
+                        // the proof is checked (`Ev::Proved`).
+                        let verdict = s.judge(&sub, now);
+                        accepted = matches!(verdict, Verdict::Accept(_));
+                        for mut e in verdict.events() {
+                            if let Event::Result(r) = &mut e {
+                                r.proof = Some(format!("{:016x}.proof", proved.len()));
+                            }
+                            s.apply(&e);
+                        }
+                    } else {
+                        s.submit_unlogged(&sub, now);
+                    }
                     solved = s.answer().is_some();
                 });
+                last_result = reply;
+                if accepted && b.finished {
+                    let secs = b.cost.proof_facts as f64 / m.proof_facts_per_sec;
+                    out.checking += secs;
+                    let end = checks.check(w, reply, secs);
+                    proved.push((b.unit, ids[w].clone(), b.cost.proof_facts));
+                    push(&mut queue, end, Ev::Proved(proved.len() - 1));
+                }
                 if solved {
                     out.makespan = reply;
                     return Ok(out);
@@ -286,6 +374,8 @@ pub fn run(a: &SimulateArgs) -> Result<(), Failure> {
         fsync: a.fsync_ms / 1000.0,
         lease: Duration::from_secs(a.lease_secs),
         unit_nodes: a.unit_nodes,
+        check_threads: a.check_threads as usize,
+        proof_facts_per_sec: a.proof_facts_per_sec,
     };
     let mut solver = Solver::new(&Config { tt_bytes: (a.tt_mb as usize) << 20, pairing: log.pairing }, dbs.clone());
     let mut searched = HashMap::new();
@@ -296,19 +386,29 @@ pub fn run(a: &SimulateArgs) -> Result<(), Failure> {
         *searched.entry(unit).or_insert_with(|| {
             let before = solver.nodes();
             let facts = unit.query.answer_only(solver.answer(unit).expect("no budget"));
-            Cost { facts, nodes: (solver.nodes() - before).max(1) }
+            let nodes = (solver.nodes() - before).max(1);
+            Cost { facts, nodes, proof_facts: (nodes as f64 * log.proof_facts_per_node).round() as u64 }
         })
     };
+    let certified = log.proof_facts_per_node > 0.0;
     println!(
-        "{} at {:.0} nodes/s per worker, {} ms round trip, {} ms per result written, {} logged units\n",
+        "{} at {:.0} nodes/s per worker, {} ms round trip, {} ms per result written, {} logged units{}\n",
         log.spec,
         m.nodes_per_sec,
         a.rpc_ms,
         a.fsync_ms,
-        log.costs.len()
+        log.costs.len(),
+        if certified {
+            format!(
+                "; proofs of {:.3} facts a node checked on {} threads at {:.0} facts/s",
+                log.proof_facts_per_node, m.check_threads, m.proof_facts_per_sec
+            )
+        } else {
+            String::new()
+        }
     );
-    println!("| split depth | workers | units leased | cancelled | makespan s | speed-up | efficiency | workers busy | coordinator busy |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| split depth | workers | units leased | cancelled | makespan s | speed-up | efficiency | workers busy | coordinator busy | proof checks busy | answer waits for checks s |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &depth in &depths {
         let mut first: Option<(u32, f64)> = None;
         for &n in &workers {
@@ -316,14 +416,16 @@ pub fn run(a: &SimulateArgs) -> Result<(), Failure> {
             let (n0, t0) = *first.get_or_insert((n, o.makespan));
             let speedup = t0 / o.makespan;
             println!(
-                "| {depth} | {n} | {} | {} | {:.1} | {:.2}× | {:.0} % | {:.0} % | {:.1} % |",
+                "| {depth} | {n} | {} | {} | {:.1} | {:.2}× | {:.0} % | {:.0} % | {:.1} % | {:.0} % | {:.1} |",
                 o.leased,
                 o.cancelled,
                 o.makespan,
                 speedup,
                 100.0 * speedup * n0 as f64 / n as f64,
                 100.0 * o.busy / (n as f64 * o.makespan),
-                100.0 * o.coordinator / o.makespan
+                100.0 * o.coordinator / o.makespan,
+                100.0 * o.checking / (m.check_threads as f64 * o.makespan),
+                o.waited
             );
         }
     }

@@ -412,6 +412,53 @@ fn simulate_scales_a_logged_run() {
     assert!(text(&missing.stderr).contains("events.jsonl"), "{}", text(&missing.stderr));
 }
 
+/// A certified run's proofs: `cram bench --proofs` checks them again on one thread and on
+/// two (all of them, adding facts), and `cram simulate` makes the answer wait for their
+/// checks when checking is slow, and not when it is fast; a state directory of an
+/// uncertified job is refused by the bench with a message.
+#[test]
+fn a_certified_runs_proofs_are_benched_and_their_checks_simulated() {
+    let dir = scratch("proofs");
+    let state = dir.join("state");
+    let st = state.display().to_string();
+    let cert = dir.join("c.cert").display().to_string();
+    let o = cram(&["solve", "5x6", "--no-db", "--workers", "2", "--state", &st, "--certificate", &cert, "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = cram(&["bench", "--proofs", &st, "--threads", "2"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let rows: Vec<Vec<String>> = out
+        .lines()
+        .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 2 |"))
+        .map(|l| l.split('|').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows.iter().all(|r| r[2].parse::<f64>().unwrap() > 0.0), "facts per second: {out}");
+    let first = out.lines().next().unwrap_or_default();
+    let added: u64 = first.split(", ").find_map(|p| p.strip_suffix(" added")?.parse().ok()).expect("facts added");
+    assert!(added > 100, "{out}");
+    let waits = |rate: &str| -> Vec<f64> {
+        let args = ["simulate", "--state", &st, "--no-db", "--workers", "1,4", "--nodes-per-sec", "100000"];
+        let o = cram(&[&args[..], &["--check-threads", "1", "--proof-facts-per-sec", rate]].concat());
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let out = text(&o.stdout);
+        assert!(out.contains("proofs of"), "{out}");
+        out.lines()
+            .filter(|l| l.starts_with("| 2 |"))
+            .map(|l| l.trim_end_matches(" |").rsplit("| ").next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let (slow, fast) = (waits("100"), waits("1e12"));
+    assert!(slow.iter().all(|&w| w > 1.0), "checks at 100 facts a second hold the answer: {slow:?}");
+    assert!(fast.iter().all(|&w| w < 0.1), "instant checks do not: {fast:?}");
+    let plain = dir.join("plain").display().to_string();
+    let o = cram(&["solve", "4x4", "--no-db", "--workers", "1", "--state", &plain]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = cram(&["bench", "--proofs", &plain]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("not a certified"), "{}", text(&o.stderr));
+}
+
 /// `cram solve --workers --http ADDR` serves a long local solve's status page and document,
 /// as a coordinator does (the address logged when the port is 0), and answers as without
 /// it; an address that cannot be bound is bad input, named with its flag.
