@@ -17,7 +17,7 @@ use crate::events::Event;
 use crate::store::{read_proof, StoreError};
 use cram_certificate::{Ledger, Rejection};
 use cram_engine::Question;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::task::JoinSet;
@@ -57,6 +57,10 @@ pub fn check_proof(ledger: &Ledger, unit: Question, bytes: &[u8]) -> Result<u64,
         Err(e) => Err(format!("its proof of {unit} does not check: {e}")),
     }
 }
+
+/// How far down the proofs not done [`ProofChecker`] looks for one it can start (the job's
+/// event loop does the looking).
+const MAX_SCAN: usize = 10_000;
 
 /// A proof not yet found proved, refused or lost.
 struct Pending {
@@ -137,19 +141,21 @@ impl ProofChecker {
     }
 
     /// The first proof that can be checked now, and whether it is the first not done.
+    /// (It looks at the first [`MAX_SCAN`] proofs not done: past a backlog that long,
+    /// checks start as the ones before them end.)
     fn startable(&self) -> Option<(u64, bool)> {
-        let mut behind: Vec<&str> = Vec::new();
-        for (i, (&seq, p)) in self.pending.iter().enumerate() {
+        let mut behind: HashSet<&str> = HashSet::new();
+        for (i, (&seq, p)) in self.pending.iter().enumerate().take(MAX_SCAN) {
             let ready = match p.state {
                 State::Waiting => true,
                 State::Again => i == 0,
                 State::UnderWay { .. } => false,
             };
-            if ready && !behind.contains(&p.worker.as_str()) {
-                return Some((seq, i == 0));
+            if !behind.insert(&p.worker) {
+                continue;
             }
-            if !behind.contains(&p.worker.as_str()) {
-                behind.push(&p.worker);
+            if ready {
+                return Some((seq, i == 0));
             }
         }
         None
