@@ -52,6 +52,14 @@ pub struct Ledger {
     memos: Mutex<Vec<SmallValues>>,
 }
 
+/// Facts of one size in a proof that go to one thread of [`Ledger::verify_on`], at least.
+pub const MIN_FACTS_A_THREAD: usize = 64;
+
+/// Why a fact is refused whose region is held with value `v`.
+fn held(v: u8) -> String {
+    format!("*{v} is held for this region (verified before, or earlier in this proof)")
+}
+
 /// A check's view of the facts: those its own proof verified so far, then the ledger's.
 struct Overlay<'a> {
     ledger: &'a Ledger,
@@ -156,52 +164,98 @@ impl Ledger {
     /// why: a region that is not a connected canonical one, a value above half its cells, a
     /// region held with another value, replies out of order, or the rule failing.
     pub fn verify(&self, facts: &[ExportedFact]) -> Result<usize, Rejection> {
+        self.verify_on(facts, 1)
+    }
+
+    /// [`Ledger::verify`] on up to `threads` threads: a fact rests only on facts about
+    /// smaller regions, so the facts of one size are verified side by side (dealt to the
+    /// threads in turn, a thread for every [`MIN_FACTS_A_THREAD`] of them), then taken in
+    /// order as one thread would take them: the same verdict, the same fact named.
+    pub fn verify_on(&self, facts: &[ExportedFact], threads: usize) -> Result<usize, Rejection> {
         let mut order: Vec<usize> = (0..facts.len()).collect();
         order.sort_by_key(|&i| (facts[i].shape.size(), i));
-        let mut memo = self.take_memo();
         let mut own = Facts::default();
-        let mut refused = None;
-        for i in order {
-            let f = &facts[i];
-            let verified = (|| {
-                let s = &f.shape;
-                if !s.is_canonical_region() {
-                    return Err(format!("{} is not a connected region in canonical form", s.name()));
-                }
-                if f.value as u32 > s.size() / 2 {
-                    return Err(format!("a region of {} cells has no value above *{}", s.size(), s.size() / 2));
-                }
-                let known = Overlay { ledger: self, own: &own };
-                match known.fact(s) {
-                    Some(v) if v == f.value => return Ok(false),
-                    Some(v) => {
-                        return Err(format!("*{v} is held for this region (verified before, or earlier in this proof)"))
+        for group in order.chunk_by(|&a, &b| facts[a].shape.size() == facts[b].shape.size()) {
+            let threads = threads.min(group.len() / MIN_FACTS_A_THREAD).max(1);
+            let verdicts: Vec<(usize, Result<bool, String>)> = if threads == 1 {
+                self.verify_group(facts, group, &own)
+            } else {
+                let own = &own;
+                let mut verdicts: Vec<_> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = (0..threads)
+                        .map(|t| {
+                            let part: Vec<usize> = group.iter().copied().skip(t).step_by(threads).collect();
+                            scope.spawn(move || self.verify_group(facts, &part, own))
+                        })
+                        .collect();
+                    handles.into_iter().flat_map(|h| h.join().expect("a verifying thread panicked")).collect()
+                });
+                verdicts.sort_by_key(|v| v.0);
+                verdicts
+            };
+            // Each thread's verdicts stop at its first failure; taken in order up to the
+            // first failure of all, every fact before it has its verdict.
+            for (i, verdict) in verdicts {
+                let f = &facts[i];
+                // A region twice in one proof: the second is passed over, or refused.
+                let verdict = match own.get(&f.shape) {
+                    Some(&v) if v == f.value => Ok(false),
+                    Some(&v) => Err(held(v)),
+                    None => verdict,
+                };
+                match verdict {
+                    Ok(true) => {
+                        own.insert(f.shape, f.value);
                     }
-                    None => {}
-                }
-                if let Some(w) = f.replies.windows(2).find(|w| w[0].0 >= w[1].0) {
-                    return Err(format!("replies out of order: option {} after option {}", w[1].0, w[0].0));
-                }
-                let mut values = Values { known: &known, small: self.small, memo: &mut memo };
-                values.fact(s, f.value, &mut ByOption { replies: &f.replies, at: 0 })?;
-                Ok(true)
-            })();
-            match verified {
-                Ok(true) => {
-                    own.insert(f.shape, f.value);
-                }
-                Ok(false) => {}
-                Err(why) => {
-                    refused = Some(Rejection::Fact { index: i as u64, region: f.shape.name(), value: f.value, why });
-                    break;
+                    Ok(false) => {}
+                    Err(why) => {
+                        return Err(Rejection::Fact { index: i as u64, region: f.shape.name(), value: f.value, why })
+                    }
                 }
             }
         }
-        self.give_memo(memo);
-        match refused {
-            Some(r) => Err(r),
-            None => Ok(own.into_iter().filter(|&(s, v)| self.add(s, v)).count()),
+        Ok(own.into_iter().filter(|&(s, v)| self.add(s, v)).count())
+    }
+
+    /// Verifies the facts of `group` (places in `facts`) against the ledger and `own`, the
+    /// proof's facts verified so far: a verdict for each (true: verified and new; false:
+    /// held already), up to the first failure.
+    fn verify_group(&self, facts: &[ExportedFact], group: &[usize], own: &Facts) -> Vec<(usize, Result<bool, String>)> {
+        let known = Overlay { ledger: self, own };
+        let mut memo = self.take_memo();
+        let mut verdicts = Vec::with_capacity(group.len());
+        for &i in group {
+            let verdict = self.verify_one(&facts[i], &known, &mut memo);
+            let failed = verdict.is_err();
+            verdicts.push((i, verdict));
+            if failed {
+                break;
+            }
         }
+        self.give_memo(memo);
+        verdicts
+    }
+
+    /// Verifies fact `f` against `known`: true when verified, false when held already.
+    fn verify_one(&self, f: &ExportedFact, known: &Overlay, memo: &mut SmallValues) -> Result<bool, String> {
+        let s = &f.shape;
+        if !s.is_canonical_region() {
+            return Err(format!("{} is not a connected region in canonical form", s.name()));
+        }
+        if f.value as u32 > s.size() / 2 {
+            return Err(format!("a region of {} cells has no value above *{}", s.size(), s.size() / 2));
+        }
+        match known.fact(s) {
+            Some(v) if v == f.value => return Ok(false),
+            Some(v) => return Err(held(v)),
+            None => {}
+        }
+        if let Some(w) = f.replies.windows(2).find(|w| w[0].0 >= w[1].0) {
+            return Err(format!("replies out of order: option {} after option {}", w[1].0, w[0].0));
+        }
+        let mut values = Values { known, small: self.small, memo };
+        values.fact(s, f.value, &mut ByOption { replies: &f.replies, at: 0 })?;
+        Ok(true)
     }
 
     /// The value of region `s` when the ledger knows it: a verified fact, or, for a region

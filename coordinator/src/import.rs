@@ -156,7 +156,7 @@ pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
             let tried = pending.len();
             let mut failed = Vec::new();
             for (i, bytes, _) in pending {
-                match check_proof(ledger, out[i].0.unit, &bytes) {
+                match check_proof(ledger, out[i].0.unit, &bytes, 1) {
                     Ok(facts) => out[i].1 = Some(CheckedProof { bytes, facts }),
                     Err(why) => failed.push((i, bytes, why)),
                 }

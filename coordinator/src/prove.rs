@@ -44,12 +44,13 @@ pub struct ProofChecked {
     pub checked: Checked,
 }
 
-/// Checks `bytes`, the proof of a result on `unit`, against the facts `ledger` holds, and
-/// adds its facts to the ledger: how many it added, or why it does not check.
-pub fn check_proof(ledger: &Ledger, unit: Question, bytes: &[u8]) -> Result<u64, String> {
+/// Checks `bytes`, the proof of a result on `unit`, against the facts `ledger` holds (on up
+/// to `threads` threads), and adds its facts to the ledger: how many it added, or why it
+/// does not check.
+pub fn check_proof(ledger: &Ledger, unit: Question, bytes: &[u8], threads: usize) -> Result<u64, String> {
     let facts =
         cram_engine::proof::read_export(bytes).map_err(|e| format!("its proof of {unit} cannot be read: {e}"))?;
-    match ledger.verify(&facts) {
+    match ledger.verify_on(&facts, threads) {
         Ok(n) => Ok(n as u64),
         Err(Rejection::Fact { region, value, why, .. }) => {
             Err(format!("its proof of {unit} does not check: {region} = *{value}: {why}"))
@@ -134,9 +135,19 @@ impl ProofChecker {
             self.pending.insert(self.next_seq, Pending { unit, worker, file, state: State::Waiting });
             self.next_seq += 1;
         }
-        while self.running.len() < self.threads {
+        let mut starting = Vec::new();
+        while self.running.len() + starting.len() < self.threads {
             let Some((seq, first)) = self.startable() else { break };
-            self.spawn(seq, first);
+            self.pending.get_mut(&seq).expect("pending").state = State::UnderWay { first };
+            starting.push(seq);
+        }
+        // Threads no other proof can have now go to those starting, to check a proof's
+        // facts of one size side by side (a proof that can start later takes a thread of
+        // its own: for a while there may be more threads than `threads`).
+        let idle = self.threads - self.running.len() - starting.len();
+        let n = starting.len();
+        for (k, seq) in starting.into_iter().enumerate() {
+            self.spawn(seq, 1 + idle / n + usize::from(k < idle % n));
         }
     }
 
@@ -161,15 +172,15 @@ impl ProofChecker {
         None
     }
 
-    fn spawn(&mut self, seq: u64, first: bool) {
-        let p = self.pending.get_mut(&seq).expect("pending");
-        p.state = State::UnderWay { first };
+    /// Starts checking pending proof `seq` (marked under way) on `threads` threads.
+    fn spawn(&mut self, seq: u64, threads: usize) {
+        let p = &self.pending[&seq];
         let (ledger, dir, unit, file) = (self.ledger.clone(), self.dir.clone(), p.unit, p.file.clone());
         self.running.spawn_blocking(move || {
             let checked = match read_proof(&dir, &file) {
                 Err(e @ StoreError::Io { .. }) => Checked::Lost(e.to_string()),
                 Err(e) => Checked::Lost(e.to_string()),
-                Ok(bytes) => match check_proof(&ledger, unit, &bytes) {
+                Ok(bytes) => match check_proof(&ledger, unit, &bytes, threads) {
                     Ok(n) => Checked::Proved(n),
                     Err(why) => Checked::Refused(why),
                 },

@@ -756,6 +756,44 @@ mod tests {
         assert_eq!(cram_certificate::check(&again.to_bytes(), 2).unwrap().claim, Claim::Nimber(2));
     }
 
+    #[test]
+    fn a_ledger_on_several_threads_gives_one_threads_verdicts() {
+        // 5x6's proof with small = 6: sizes of hundreds of facts, verified side by side.
+        let board = Board::parse("5x6").unwrap();
+        let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        let root = Shape::of(5, 6, board.empty());
+        let mut p = Prover::new(&mut solver, 6);
+        p.prove_value(&root).unwrap();
+        let facts = read_export(&p.export()).unwrap();
+        let widest = facts.iter().fold(HashMap::<u32, usize>::new(), |mut m, f| {
+            *m.entry(f.shape.size()).or_default() += 1;
+            m
+        });
+        assert!(widest.values().any(|&n| n >= 4 * cram_certificate::ledger::MIN_FACTS_A_THREAD), "{widest:?}");
+        let both = |facts: &[ExportedFact]| {
+            let one = cram_certificate::Ledger::new(6).verify(facts);
+            let four = cram_certificate::Ledger::new(6).verify_on(facts, 4);
+            assert_eq!(one, four);
+            one
+        };
+        assert_eq!(both(&facts), Ok(facts.len()));
+        // A false value in the widest size, late in it and early; a region twice with
+        // another value: refused, the same fact named, by one thread and by four.
+        let size = *widest.iter().max_by_key(|e| e.1).unwrap().0;
+        let of_size: Vec<usize> = (0..facts.len()).filter(|&i| facts[i].shape.size() == size).collect();
+        for &i in [of_size[of_size.len() - 1], of_size[of_size.len() / 2], of_size[0]].iter() {
+            let mut wrong = facts.clone();
+            wrong[i].value ^= 1;
+            assert!(matches!(both(&wrong), Err(cram_certificate::Rejection::Fact { .. })));
+        }
+        let mut twice = facts.clone();
+        let mut copy = facts[of_size[3]].clone();
+        copy.value ^= 1;
+        twice.push(copy);
+        let r = both(&twice).unwrap_err().to_string();
+        assert!(r.contains("is held for this region"), "{r}");
+    }
+
     /// The prover's `after` gives what the checker's `Shape::after` gives, in the same
     /// order, on random regions of boxes from 1×1 to 128 cells (8×8 and wider, taller,
     /// square), for every move; and the solver's parts of each region left are the same
