@@ -52,7 +52,7 @@ fn as_export(bytes: &[u8]) {
         (Err(_), _) => assert!(imported.is_err(), "import reads as read_export does"),
     }
     if let Ok(facts) = read {
-        let mut ledger = Ledger::new(SMALL);
+        let ledger = Ledger::new(SMALL);
         match ledger.verify(&facts) {
             Ok(new) => assert!(new <= facts.len() && ledger.len() == new),
             Err(_) => assert!(ledger.is_empty(), "a refusal adds nothing"),
