@@ -150,13 +150,15 @@ pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
         out.push((r.clone(), None));
     }
     // The source checked several proofs at once, so a proof may rest on one logged after
-    // it: those that fail are tried again after the others, while any more check.
+    // it: those that fail are tried again after the others, while any more check. Each
+    // proof's facts of one size are checked on every core.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if let Some(ledger) = &ledger {
         loop {
             let tried = pending.len();
             let mut failed = Vec::new();
             for (i, bytes, _) in pending {
-                match check_proof(ledger, out[i].0.unit, &bytes, 1) {
+                match check_proof(ledger, out[i].0.unit, &bytes, threads) {
                     Ok(facts) => out[i].1 = Some(CheckedProof { bytes, facts }),
                     Err(why) => failed.push((i, bytes, why)),
                 }
