@@ -382,6 +382,14 @@ fn results_larger_than_grpc_defaults_are_read() {
     kill9(&mut c.child);
 }
 
+/// The cells of the rows of a Markdown table in `out` whose first cell is one of `first`.
+fn table_rows(out: &str, first: &[&str]) -> Vec<Vec<String>> {
+    out.lines()
+        .filter(|l| first.iter().any(|f| l.starts_with(&format!("| {f} |"))))
+        .map(|l| l.split('|').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect())
+        .collect()
+}
+
 /// `cram simulate` replays a real run's job through the scheduler in virtual time: one row
 /// per worker count, the first at 100 % efficiency, more workers finishing sooner while
 /// units last, and a log that is not one refused with a message.
@@ -396,11 +404,7 @@ fn simulate_scales_a_logged_run() {
     let o = cram(&[&args[..], &["--nodes-per-sec", "100000"]].concat());
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    let rows: Vec<Vec<String>> = out
-        .lines()
-        .filter(|l| l.starts_with("| 2 |") || l.starts_with("| 3 |"))
-        .map(|l| l.split('|').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect())
-        .collect();
+    let rows = table_rows(&out, &["2", "3"]);
     assert_eq!(rows.len(), 4, "{out}");
     for pair in rows.chunks(2) {
         assert_eq!((pair[0][1].as_str(), pair[0][6].as_str()), ("1", "100 %"), "{out}");
@@ -427,11 +431,7 @@ fn a_certified_runs_proofs_are_benched_and_their_checks_simulated() {
     let o = cram(&["bench", "--proofs", &st, "--threads", "2"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    let rows: Vec<Vec<String>> = out
-        .lines()
-        .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 2 |"))
-        .map(|l| l.split('|').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect())
-        .collect();
+    let rows = table_rows(&out, &["1", "2"]);
     assert_eq!(rows.len(), 2, "{out}");
     assert!(rows.iter().all(|r| r[2].parse::<f64>().unwrap() > 0.0), "facts per second: {out}");
     let first = out.lines().next().unwrap_or_default();
@@ -443,10 +443,9 @@ fn a_certified_runs_proofs_are_benched_and_their_checks_simulated() {
         assert!(o.status.success(), "{}", text(&o.stderr));
         let out = text(&o.stdout);
         assert!(out.contains("proofs of"), "{out}");
-        out.lines()
-            .filter(|l| l.starts_with("| 2 |"))
-            .map(|l| l.trim_end_matches(" |").rsplit("| ").next().unwrap().parse().unwrap())
-            .collect()
+        let rows = table_rows(&out, &["2"]);
+        assert_eq!(rows.len(), 2, "{out}");
+        rows.iter().map(|r| r[r.len() - 1].parse().unwrap()).collect()
     };
     let (slow, fast) = (waits("100"), waits("1e12"));
     assert!(slow.iter().all(|&w| w > 1.0), "checks at 100 facts a second hold the answer: {slow:?}");

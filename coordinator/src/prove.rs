@@ -240,7 +240,7 @@ pub async fn check_queue(
 pub struct Rechecked {
     /// Proofs checked.
     pub proofs: usize,
-    /// Facts they hold, and facts they added to the ledger.
+    /// Facts they hold.
     pub facts_sent: u64,
     /// Facts added.
     pub facts_added: u64,
