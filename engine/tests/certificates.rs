@@ -262,7 +262,7 @@ fn exports_of_real_solves_verify() {
         // Exports compress little (the reader bounds a body by 256 times its compressed length).
         let raw = cram_certificate::format::decompress_bounded(&bytes, u64::MAX).unwrap();
         assert!(raw.len() <= 4 * bytes.len() + 64, "{spec}: {} bytes from {}", raw.len(), bytes.len());
-        let mut ledger = Ledger::new(small);
+        let ledger = Ledger::new(small);
         assert_eq!(ledger.verify(&facts), Ok(facts.len()), "{spec}, small {small}");
         assert_eq!(ledger.value(&root), Some(want), "{spec}");
         assert_eq!(ledger.verify(&facts), Ok(0), "{spec}: the second time nothing is new");
@@ -292,7 +292,7 @@ fn a_worker_s_exports_verify_in_the_order_it_sends_them() {
     let (first, second) = (read_export(&first).unwrap(), read_export(&second).unwrap());
     assert!(!second.is_empty() && second.iter().all(|f| !first.iter().any(|g| g.shape == f.shape)));
 
-    let mut ledger = Ledger::new(small);
+    let ledger = Ledger::new(small);
     assert_eq!(ledger.verify(&first), Ok(first.len()));
     assert_eq!(ledger.verify(&second), Ok(second.len()));
     let brute = |s: &Shape| Brute::new(s.h as u32, s.w as u32).value(s.cells);
@@ -302,7 +302,7 @@ fn a_worker_s_exports_verify_in_the_order_it_sends_them() {
     }
 
     // The second alone: refused, a fact of the first named as missing; nothing added.
-    let mut alone = Ledger::new(small);
+    let alone = Ledger::new(small);
     let why = alone.verify(&second).unwrap_err().to_string();
     let missing = first
         .iter()
@@ -341,7 +341,7 @@ fn a_ledger_refuses_false_missing_and_wrong_facts() {
     let facts = read_export(&bytes).unwrap();
     assert!(facts.len() > 20 && facts.iter().any(|f| f.shape == root), "{} facts", facts.len());
     let refused = |facts: &[ExportedFact], what: &str| {
-        let mut ledger = Ledger::new(small);
+        let ledger = Ledger::new(small);
         let r = ledger.verify(facts);
         assert!(matches!(r, Err(Rejection::Fact { .. })), "{what}: {r:?}");
         assert!(ledger.is_empty(), "{what}: nothing added");
