@@ -65,9 +65,15 @@ pub async fn certify(a: Assembly, target: &CertificateTarget) -> Result<Certific
                 tracing::warn!(proof = %name, "a result's proof is left out of the certificate: {e}");
             }
         }
+        tracing::info!(target: crate::PROGRESS, facts = prover.facts(), ms = started.elapsed().as_millis() as u64, "the proofs read");
         let cert = prover.prove(&a.board, &a.solution).map_err(|e| e.to_string())?;
         drop(prover);
-        tracing::info!(target: crate::PROGRESS, nodes = solver.nodes(), "the top proved (nodes: the assembly's own searches)");
+        tracing::info!(
+            target: crate::PROGRESS,
+            nodes = solver.nodes(),
+            ms = started.elapsed().as_millis() as u64,
+            "the top proved and the certificate's facts gathered (nodes: the assembly's own searches)"
+        );
         let bytes = cert.to_bytes();
         cram_certificate::check(&bytes, threads).map_err(|e| format!("the assembled certificate does not check: {e}"))?;
         let tmp = target.path.with_extension("tmp");
