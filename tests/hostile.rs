@@ -315,3 +315,56 @@ fn in_a_certified_job_a_result_counts_only_with_a_proof_that_checks() {
     let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert_eq!(v["nimber"], want[job].1);
 }
+
+/// In a certified job a proof must show what its result answers, not only hold true facts:
+/// a client that answers its unit falsely with a proof of no facts (a proof that checks,
+/// having nothing to check) is disconnected when that proof is checked, its result counts
+/// for nothing, and the job ends with the published value and a certificate that checks.
+#[test]
+fn in_a_certified_job_a_proof_must_show_the_answer_it_comes_with() {
+    let dir = scratch("beside");
+    let state = dir.join("state");
+    let cert = dir.join("job.cert");
+    let job = "5x6";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &["--certificate", &cert.display().to_string()]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_runtime = rt.enter();
+    let mut m = ProtoClient::new(&c.url, "beside");
+    let id = m.id();
+    let mut solver = cram_engine::Solver::new(&cram_engine::Config::default(), Default::default());
+    let empty = cram_engine::proof::Prover::new(&mut solver, 12).export();
+    let out = rt.block_on(async {
+        m.register(PATIENCE).await.unwrap();
+        let unit = m.unit().await.unwrap().expect("a unit");
+        let (_, lie) = truth_and_lie(&unit, u64::MAX).unwrap();
+        let req = pb::SubmitRequest {
+            unit_id: unit.unit_id.clone(),
+            attempt: unit.attempt,
+            region: unit.region.clone(),
+            facts: Some(cram_proto::facts_to_pb(lie)),
+            finished: true,
+            nodes: 1000,
+            proof: empty,
+            ..Default::default()
+        };
+        assert!(m.client.submit(req).await.unwrap().into_inner().recorded);
+        let started = Instant::now();
+        loop {
+            match m.client.lease(pb::LeaseRequest { slot: 0 }).await {
+                Err(e) if e.code() == Code::PermissionDenied => break true,
+                _ if started.elapsed() > Duration::from_secs(PATIENCE) => break false,
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    });
+    assert!(out, "a proof that does not show its answer disconnects its worker");
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(result_of(c, 300), want[job].clone());
+    assert!(wait(&mut w, PATIENCE, "worker").success());
+    assert_eq!(distrusted(&state), vec![id]);
+    let reason = events(&state).into_iter().find(|e| e["event"] == "distrust").unwrap()["reason"].to_string();
+    assert!(reason.contains("does not show its answer"), "{reason}");
+    let o = cram(&["check", &cert.display().to_string(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}

@@ -107,6 +107,12 @@ impl ResultRecord {
     pub fn facts(&self) -> Facts {
         Facts { excluded: self.excluded, upper: self.upper }
     }
+
+    /// The part of its facts that answers its unit: all of it that is used, and what a
+    /// certified result's proof must show.
+    pub fn answer(&self) -> Facts {
+        self.unit.query.answer_only(self.facts())
+    }
 }
 
 /// A result refused before it was used, with the reason.

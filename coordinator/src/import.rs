@@ -158,7 +158,8 @@ pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
             let tried = pending.len();
             let mut failed = Vec::new();
             for (i, bytes, _) in pending {
-                match check_proof(ledger, out[i].0.unit, &bytes, threads) {
+                let r = &out[i].0;
+                match check_proof(ledger, r.unit, r.answer(), &bytes, threads) {
                     Ok(facts) => out[i].1 = Some(CheckedProof { bytes, facts }),
                     Err(why) => failed.push((i, bytes, why)),
                 }

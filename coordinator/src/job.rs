@@ -402,8 +402,13 @@ impl Job {
     }
 
     /// Judges a result, logs what that calls for, applies it, and tells the worker.
-    async fn submit(&mut self, s: Submission, now: Instant) -> Result<Result<pb::SubmitReply, Status>, StoreError> {
+    async fn submit(&mut self, mut s: Submission, now: Instant) -> Result<Result<pb::SubmitReply, Status>, StoreError> {
         let unit = s.unit;
+        // Facts the job did not ask for are not taken: each would cost a search of its
+        // region by the coordinator (with sharing off, any worker could otherwise keep the
+        // coordinator's verifications busy with regions it cannot finish).
+        let share = self.settings.share;
+        s.shared.retain(|f| share.min_cells > 0 && f.region.cells() >= share.min_cells && f.nodes >= share.min_nodes);
         match self.sched.judge(&s, now) {
             Verdict::Ignore(why) => {
                 tracing::debug!(%unit, worker = %s.worker, why, "result not recorded");

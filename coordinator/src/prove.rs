@@ -12,10 +12,16 @@
 //! a proof that fails against the facts of every proof that came before it is refused, as
 //! when they were all checked one at a time. The ledger of checked facts is built again on
 //! a restart from the proofs the log says were checked.
+//!
+//! A proof's facts being true is not enough: they must show what its result answers (the
+//! unit's value, or that the value is not the one asked). A proof that holds no fact of
+//! the unit's region, or true facts of other regions, is refused like a false one.
 
-use crate::events::Event;
+use crate::events::{Event, ResultRecord};
+use crate::scheduler::status::describe;
 use crate::store::{read_proof, StoreError};
-use cram_certificate::{Ledger, Rejection};
+use cram_certificate::{Ledger, Rejection, Shape};
+use cram_engine::facts::Facts;
 use cram_engine::Question;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -44,19 +50,70 @@ pub struct ProofChecked {
     pub checked: Checked,
 }
 
-/// Checks `bytes`, the proof of a result on `unit`, against the facts `ledger` holds (on up
-/// to `threads` threads), and adds its facts to the ledger: how many it added, or why it
-/// does not check.
-pub fn check_proof(ledger: &Ledger, unit: Question, bytes: &[u8], threads: usize) -> Result<u64, String> {
+/// A result's proof to check.
+#[derive(Clone, Debug)]
+pub struct ProofDue {
+    /// The unit the result answers.
+    pub unit: Question,
+    /// The worker that sent it.
+    pub worker: String,
+    /// The proof's file.
+    pub file: String,
+    /// What the result says in answer to its unit ([`cram_engine::Query::answer_only`]):
+    /// what the proof must show.
+    pub claim: Facts,
+}
+
+impl ProofDue {
+    /// The proof of result `r`, if it has one.
+    pub fn of(r: &ResultRecord) -> Option<ProofDue> {
+        Some(ProofDue { unit: r.unit, worker: r.worker.clone(), file: r.proof.clone()?, claim: r.answer() })
+    }
+}
+
+/// Checks `bytes`, the proof of a result claiming `claim` about `unit`, against the facts
+/// `ledger` holds (on up to `threads` threads), and adds its facts to the ledger: how many
+/// it added, or why it does not check or does not show the claim.
+pub fn check_proof(ledger: &Ledger, unit: Question, claim: Facts, bytes: &[u8], threads: usize) -> Result<u64, String> {
     let facts =
         cram_engine::proof::read_export(bytes).map_err(|e| format!("its proof of {unit} cannot be read: {e}"))?;
-    match ledger.verify_on(&facts, threads) {
-        Ok(n) => Ok(n as u64),
+    let added = match ledger.verify_on(&facts, threads) {
+        Ok(n) => n as u64,
         Err(Rejection::Fact { region, value, why, .. }) => {
-            Err(format!("its proof of {unit} does not check: {region} = *{value}: {why}"))
+            return Err(format!("its proof of {unit} does not check: {region} = *{value}: {why}"))
         }
-        Err(e) => Err(format!("its proof of {unit} does not check: {e}")),
+        Err(e) => return Err(format!("its proof of {unit} does not check: {e}")),
+    };
+    if !shows(ledger, &unit, claim) {
+        return Err(format!("its proof of {unit} does not show its answer ({})", describe(Some(claim))));
     }
+    Ok(added)
+}
+
+/// True when the facts `ledger` holds show `claim` about the region `unit` asks about: the
+/// region's value is known and agrees with the claim; or, the value not known, each value
+/// the claim rules out (up to half the region's cells: no region has a value above) is
+/// that of a move into regions of known values, and the claim bounds the value by nothing
+/// less than half the cells.
+pub fn shows(ledger: &Ledger, unit: &Question, claim: Facts) -> bool {
+    let (h, w) = unit.region.dims();
+    let shape = Shape::of(h, w, unit.region.dense());
+    if let Some(v) = ledger.value(&shape) {
+        return claim.agrees_with(Facts::exact(v));
+    }
+    let most = (shape.size() / 2).min(u8::MAX as u32) as u8;
+    if claim.upper < most {
+        return false;
+    }
+    let mut shown = 0u32;
+    for m in shape.moves() {
+        let option = shape.after(m).iter().try_fold(0u8, |x, r| ledger.value(r).map(|v| x ^ v));
+        if let Some(v) = option.filter(|&v| v < 32) {
+            shown |= 1 << v;
+        }
+    }
+    let ruled_out = claim.excluded & (u32::MAX >> (31 - most.min(31) as u32));
+    ruled_out & !shown == 0
 }
 
 /// How far down the proofs not done [`ProofChecker`] looks for one it can start (the job's
@@ -65,9 +122,7 @@ const MAX_SCAN: usize = 10_000;
 
 /// A proof not yet found proved, refused or lost.
 struct Pending {
-    unit: Question,
-    worker: String,
-    file: String,
+    due: ProofDue,
     state: State,
 }
 
@@ -126,13 +181,13 @@ impl ProofChecker {
         (checker, lost)
     }
 
-    /// Takes the proofs `next` hands out (`(unit, worker, file)`, in the order the results
-    /// came), and starts checks while there is room: of each worker the first proof not
-    /// done, if no check of that worker is under way, and a proof to check again only once
-    /// every proof before it is done.
-    pub fn start_due(&mut self, mut next: impl FnMut() -> Option<(Question, String, String)>) {
-        while let Some((unit, worker, file)) = next() {
-            self.pending.insert(self.next_seq, Pending { unit, worker, file, state: State::Waiting });
+    /// Takes the proofs `next` hands out (in the order the results came), and starts checks
+    /// while there is room: of each worker the first proof not done, if no check of that
+    /// worker is under way, and a proof to check again only once every proof before it is
+    /// done.
+    pub fn start_due(&mut self, mut next: impl FnMut() -> Option<ProofDue>) {
+        while let Some(due) = next() {
+            self.pending.insert(self.next_seq, Pending { due, state: State::Waiting });
             self.next_seq += 1;
         }
         let mut starting = Vec::new();
@@ -162,7 +217,7 @@ impl ProofChecker {
                 State::Again => i == 0,
                 State::UnderWay { .. } => false,
             };
-            if !behind.insert(&p.worker) {
+            if !behind.insert(&p.due.worker) {
                 continue;
             }
             if ready {
@@ -174,13 +229,14 @@ impl ProofChecker {
 
     /// Starts checking pending proof `seq` (marked under way) on `threads` threads.
     fn spawn(&mut self, seq: u64, threads: usize) {
-        let p = &self.pending[&seq];
-        let (ledger, dir, unit, file) = (self.ledger.clone(), self.dir.clone(), p.unit, p.file.clone());
+        let due = &self.pending[&seq].due;
+        let (ledger, dir, unit, claim, file) =
+            (self.ledger.clone(), self.dir.clone(), due.unit, due.claim, due.file.clone());
         self.running.spawn_blocking(move || {
             let checked = match read_proof(&dir, &file) {
                 Err(e @ StoreError::Io { .. }) => Checked::Lost(e.to_string()),
                 Err(e) => Checked::Lost(e.to_string()),
-                Ok(bytes) => match check_proof(&ledger, unit, &bytes, threads) {
+                Ok(bytes) => match check_proof(&ledger, unit, claim, &bytes, threads) {
                     Ok(n) => Checked::Proved(n),
                     Err(why) => Checked::Refused(why),
                 },
@@ -196,18 +252,18 @@ impl ProofChecker {
         let (seq, checked) = joined.unwrap_or_else(|e| panic!("the proof checker failed: {e}"));
         let p = self.pending.get_mut(&seq).expect("a check of a pending proof");
         if matches!(checked, Checked::Refused(_)) && p.state == (State::UnderWay { first: false }) {
-            tracing::debug!(unit = %p.unit, "a proof failed beside an earlier one; it is checked again after it");
+            tracing::debug!(unit = %p.due.unit, "a proof failed beside an earlier one; it is checked again after it");
             p.state = State::Again;
             return None;
         }
-        let p = self.pending.remove(&seq).expect("pending");
-        Some(ProofChecked { unit: p.unit, worker: p.worker, file: p.file, checked })
+        let ProofDue { unit, worker, file, .. } = self.pending.remove(&seq).expect("pending").due;
+        Some(ProofChecked { unit, worker, file, checked })
     }
 
     /// Drops the proofs of `worker` not under way (it was distrusted: its results count for
     /// nothing).
     pub fn forget(&mut self, worker: &str) {
-        self.pending.retain(|_, p| p.worker != worker || matches!(p.state, State::UnderWay { .. }));
+        self.pending.retain(|_, p| p.due.worker != worker || matches!(p.state, State::UnderWay { .. }));
     }
 
     /// The event a check calls for, if any: `Proved`, or the worker's `Distrust`.
@@ -220,12 +276,9 @@ impl ProofChecker {
     }
 }
 
-/// Checks the proofs of `queue` (`(unit, worker, file)`, in the order they came) with
-/// `checker` as a job does, and returns what each check found, in the order they ended.
-pub async fn check_queue(
-    checker: &mut ProofChecker,
-    mut queue: VecDeque<(Question, String, String)>,
-) -> Vec<ProofChecked> {
+/// Checks the proofs of `queue` (in the order they came) with `checker` as a job does, and
+/// returns what each check found, in the order they ended.
+pub async fn check_queue(checker: &mut ProofChecker, mut queue: VecDeque<ProofDue>) -> Vec<ProofChecked> {
     let mut found = Vec::new();
     loop {
         checker.start_due(|| queue.pop_front());
@@ -271,19 +324,17 @@ pub async fn recheck(state: &Path, threads: usize) -> Result<Rechecked, String> 
             _ => None,
         })
         .collect();
-    let queue: VecDeque<(Question, String, String)> = events
+    let queue: VecDeque<ProofDue> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Result(r) if proved.contains(&(r.unit, r.worker.as_str())) => {
-                Some((r.unit, r.worker.clone(), r.proof.clone()?))
-            }
+            Event::Result(r) if proved.contains(&(r.unit, r.worker.as_str())) => Some(ProofDue::of(r)?),
             _ => None,
         })
         .collect();
     let dir = state.join(crate::store::PROOF_DIR);
     let mut facts_sent = 0;
-    for (_, _, f) in &queue {
-        let bytes = read_proof(&dir, f).map_err(|e| e.to_string())?;
+    for due in &queue {
+        let bytes = read_proof(&dir, &due.file).map_err(|e| e.to_string())?;
         facts_sent += cram_engine::proof::read_export(&bytes)?.len() as u64;
     }
     let proofs = queue.len();
@@ -304,19 +355,26 @@ pub async fn recheck(state: &Path, threads: usize) -> Result<Rechecked, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cram_certificate::Shape;
     use cram_engine::proof::{Proofs, Prover};
+    use cram_engine::region::AnyRegion;
     use cram_engine::{Board, Config, DbSet, Solver};
     use std::collections::HashMap;
 
-    /// What the checks of `queue` (worker, file) found, by file: "proved", "refused" or
-    /// "lost" (each proof is found once; that a worker's proofs are checked one at a time
-    /// is asserted as each check starts).
-    async fn check_all(dir: &Path, queue: &[(&str, &str)]) -> HashMap<String, &'static str> {
-        let unit: Question = "4x5:fffff?0".parse().expect("a question");
+    /// The question of a shape's nimber.
+    fn nimber_of(s: &Shape) -> Question {
+        Question::nimber(AnyRegion::from_dense(s.h as u32, s.w as u32, s.cells).expect("a region"))
+    }
+
+    /// What the checks of `queue` (worker, file, unit, claim) found, by file: "proved",
+    /// "refused" or "lost" (each proof is found once; that a worker's proofs are checked
+    /// one at a time is asserted as each check starts).
+    async fn check_all(dir: &Path, queue: &[(&str, &str, Question, Facts)]) -> HashMap<String, &'static str> {
         let (mut checker, lost) = ProofChecker::new(dir, 4, 2, &[]);
         assert!(lost.is_empty());
-        let queue = queue.iter().map(|&(w, f)| (unit, w.to_string(), f.to_string())).collect();
+        let queue = queue
+            .iter()
+            .map(|&(w, f, unit, claim)| ProofDue { unit, worker: w.to_string(), file: f.to_string(), claim })
+            .collect();
         let found = check_queue(&mut checker, queue).await;
         let n = found.len();
         let by_file: HashMap<String, &str> = found
@@ -375,11 +433,17 @@ mod tests {
         p.prove_value(&root).expect("proved");
         std::fs::write(dir.join("unfounded"), p.export()).expect("written");
 
+        let value = |s: &Shape| Facts::exact(fresh().nimber(nimber_of(s).region).expect("solved"));
+        let (root_q, r0_q, r1_q) = (nimber_of(&root), nimber_of(&r0), nimber_of(&r1));
+        let (root_v, r0_v, r1_v) = (value(&root), value(&r0), value(&r1));
+        let w1a = ("w1", "w1-a", r0_q, r0_v);
+        let w1b = ("w1", "w1-b", root_q, root_v);
+        let w3 = ("w3", "w3", root_q, root_v);
+
         // In every interleaving of the checks: w3's proof is checked beside w1's first (and
         // checked again if it came first), w1's second only after w1's first.
         for _ in 0..5 {
-            let found =
-                check_all(&dir, &[("w1", "w1-a"), ("w3", "w3"), ("w1", "w1-b"), ("w2", "w2"), ("w4", "gone")]).await;
+            let found = check_all(&dir, &[w1a, w3, w1b, ("w2", "w2", r1_q, r1_v), ("w4", "gone", r1_q, r1_v)]).await;
             let expected: HashMap<String, &str> =
                 [("w1-a", "proved"), ("w3", "proved"), ("w1-b", "proved"), ("w2", "proved"), ("gone", "lost")]
                     .into_iter()
@@ -389,8 +453,50 @@ mod tests {
         }
         // A proof resting on one that comes after it is refused, as when checked one at a
         // time, and so is one resting on facts nobody sent.
-        let found = check_all(&dir, &[("w3", "w3"), ("w1", "w1-a"), ("w5", "unfounded")]).await;
+        let found = check_all(&dir, &[w3, w1a, ("w5", "unfounded", root_q, root_v)]).await;
         assert_eq!((found["w3"], found["w1-a"], found["unfounded"]), ("refused", "proved", "refused"));
+        std::fs::remove_dir_all(&dir).expect("removed");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_proof_must_show_what_its_result_answers() {
+        let dir = std::env::temp_dir().join(format!("cram-claims-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let root = Shape::of(4, 5, Board::parse("4x5").expect("a board").empty());
+        let r1 = root.after(root.moves()[7])[0];
+        let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
+        let (root_q, r1_q) = (nimber_of(&root), nimber_of(&r1));
+        let root_v = solver.nimber(root_q.region).expect("solved");
+        let r1_v = solver.nimber(r1_q.region).expect("solved");
+        let other = if root_v == 0 { 1 } else { 0 };
+        let mut prove = |file: &str, how: &dyn Fn(&mut Prover) -> Result<(), cram_engine::Interrupted>| {
+            let mut p = Prover::new(&mut solver, 4);
+            how(&mut p).expect("proved");
+            std::fs::write(dir.join(file), p.export()).expect("written");
+        };
+        prove("r1", &|p| p.prove_value(&r1));
+        prove("not", &|p| p.prove_not(&root, other));
+        prove("empty", &|_| Ok(()));
+        let is_value = |k: u8| Question { region: root_q.region, query: cram_engine::Query::IsValue(k) };
+        let not = |k: u8| Facts { excluded: 1 << k, upper: u8::MAX };
+        let cases = [
+            // True facts, of another region than the unit's.
+            (("a", "r1", root_q, Facts::exact(root_v)), "refused"),
+            // No facts at all, with any answer (what a liar sends).
+            (("b", "empty", root_q, Facts::exact(root_v)), "refused"),
+            (("c", "empty", is_value(other), not(other)), "refused"),
+            // The value of its own region, with another value.
+            (("d", "r1", r1_q, Facts::exact(r1_v ^ 1)), "refused"),
+            // "Not k" shown by a move, and by nothing.
+            (("e", "not", is_value(other), not(other)), "proved"),
+            (("f", "not", is_value(other), Facts { excluded: 1 << other | 1 << root_v, upper: u8::MAX }), "refused"),
+        ];
+        for (due, want) in cases {
+            // Each on a fresh ledger: what the proof itself shows.
+            let found = check_all(&dir, &[due]).await;
+            assert_eq!(found[due.1], want, "{} as {:?}", due.1, due.3);
+        }
         std::fs::remove_dir_all(&dir).expect("removed");
     }
 }

@@ -123,6 +123,13 @@ fn read_error(e: varint::ReadError) -> String {
 /// [`cram_certificate::format::max_raw_len`] on the compressed length).
 const MAX_PROOF_BYTES: u64 = 1 << 34;
 
+/// How many times its compressed length a proof may decompress to: [`Prover::export`]'s
+/// varints compress 1.4 to 1.7 times (5x7's 1,421 proofs, 2026-12-07), and a proof read
+/// takes some 13 times its decompressed length in memory, so a small proof that claims to
+/// be a huge one is refused before it costs the coordinator gigabytes (4 KiB over it are
+/// allowed, for the smallest proofs).
+const MAX_PROOF_RATIO: u64 = 16;
+
 /// Reads a proof export ([`Prover::export`]): its facts in the order written, each with its
 /// replies. Refuses bytes that do not decompress (or decompress to more than the compressed
 /// length allows, [`cram_certificate::format::max_raw_len`]: decompression streams into a
@@ -141,7 +148,9 @@ pub fn read_export(bytes: &[u8]) -> Result<Vec<ExportedFact>, String> {
 
 /// [`read_export`], handing each fact to `f` as it is read (an error from `f` stops it).
 fn for_each_exported(bytes: &[u8], mut f: impl FnMut(ExportedFact) -> Result<(), String>) -> Result<(), String> {
-    let limit = cram_certificate::format::max_raw_len(bytes.len() as u64).min(MAX_PROOF_BYTES);
+    let limit = cram_certificate::format::max_raw_len(bytes.len() as u64)
+        .min((bytes.len() as u64).saturating_mul(MAX_PROOF_RATIO).saturating_add(4096))
+        .min(MAX_PROOF_BYTES);
     let raw = cram_certificate::format::decompress_bounded(bytes, limit)
         .map_err(|e| format!("the proof does not decompress: {e}"))?;
     let mut r = varint::Reader::new(&raw);
@@ -953,5 +962,22 @@ mod tests {
         let mut many = Vec::new();
         cram_certificate::varint::put(&mut many, u64::MAX as u128);
         assert!(read_export(&zstd::bulk::compress(&many, 3).unwrap()).unwrap_err().contains("malformed"));
+        // Valid facts that compress far better than any proof (the same 1×2 = *1 a
+        // million times: 5 MB in a few KB, some 64 MB in memory): refused, unread.
+        let mut same = Vec::new();
+        cram_certificate::varint::put(&mut same, 1_000_000);
+        for _ in 0..1_000_000 {
+            same.extend_from_slice(&[1, 2, 3, 1, 0]);
+        }
+        let packed = zstd::bulk::compress(&same, 3).unwrap();
+        assert!(packed.len() * 16 + 4096 < same.len(), "{} bytes", packed.len());
+        assert!(read_export(&packed).unwrap_err().contains("does not decompress"));
+        // The same, few enough to pass the ratio: read.
+        let mut few = Vec::new();
+        cram_certificate::varint::put(&mut few, 100);
+        for _ in 0..100 {
+            few.extend_from_slice(&[1, 2, 3, 1, 0]);
+        }
+        assert_eq!(read_export(&zstd::bulk::compress(&few, 3).unwrap()).unwrap().len(), 100);
     }
 }

@@ -13,6 +13,7 @@
 //! question is used: what is used is what a verification compares.
 
 use crate::events::{Event, ResultRecord};
+use crate::prove::ProofDue;
 use cram_engine::facts::Facts;
 use cram_engine::region::AnyRegion;
 use cram_engine::Question;
@@ -68,7 +69,7 @@ impl Held {
     pub fn of(r: &ResultRecord) -> Held {
         Held {
             worker: r.worker.clone(),
-            facts: r.unit.query.answer_only(r.facts()),
+            facts: r.answer(),
             verify: r.verify,
             verified: false,
             from_cache: r.from_cache,
@@ -88,8 +89,8 @@ pub struct Ledger {
     /// A certified job: a result is verified by its proof (checked by the independent
     /// checker's rules), not by the coordinator's search.
     certified: bool,
-    /// Proofs to check, in the order their results came: (unit, worker, proof file).
-    to_prove: VecDeque<(Question, String, String)>,
+    /// Proofs to check, in the order their results came.
+    to_prove: VecDeque<ProofDue>,
     /// Units whose held results lost their proofs (files missing after a restart): they
     /// are leased again, to be searched and proved anew.
     to_reprove: BTreeSet<Question>,
@@ -165,7 +166,12 @@ impl Ledger {
                     // A unit proved again: its new proof is checked like any other (and the
                     // unit goes out again only if that one is lost too).
                     self.to_reprove.remove(&q);
-                    self.to_prove.push_back((q, held.worker.clone(), file.clone()))
+                    self.to_prove.push_back(ProofDue {
+                        unit: q,
+                        worker: held.worker.clone(),
+                        file: file.clone(),
+                        claim: held.facts,
+                    })
                 }
                 // A certified result without its proof (an earlier build's cached answer):
                 // searched and proved again.
@@ -180,8 +186,8 @@ impl Ledger {
         list.len() == 1
     }
 
-    /// The next proof to check: (unit, worker, proof file).
-    pub fn next_proof(&mut self) -> Option<(Question, String, String)> {
+    /// The next proof to check.
+    pub fn next_proof(&mut self) -> Option<ProofDue> {
         self.to_prove.pop_front()
     }
 
@@ -199,7 +205,7 @@ impl Ledger {
         self.to_reprove.remove(&q);
         // A replayed log queues every result's proof before it reads that it was checked:
         // a checked proof is not checked again after a restart.
-        self.to_prove.retain(|(u, w, _)| *u != q || w != worker);
+        self.to_prove.retain(|p| p.unit != q || p.worker != worker);
     }
 
     /// The proof of `worker`'s result on `q` is gone (its file missing after a restart):
@@ -269,7 +275,7 @@ impl Ledger {
             list.retain(|h| h.worker != worker && !h.uses.iter().any(|w| w == worker));
             !list.is_empty()
         });
-        self.to_prove.retain(|(_, w, _)| w != worker);
+        self.to_prove.retain(|p| p.worker != worker);
         // Searches queued for what is gone still run: a search settles its question either way.
         self.awaiting = self.answers.iter().filter(|(_, l)| l.iter().any(Held::waits)).map(|(q, _)| *q).collect();
         self.answers.iter().flat_map(|(q, l)| l.iter().map(move |h| (*q, h.facts))).collect()

@@ -619,8 +619,8 @@ impl Scheduler {
         (!self.top.certain(&q.region).agrees_with(facts)).then(|| "the facts contradict what is certain".into())
     }
 
-    /// The next proof to check (certified jobs): (unit, worker, proof file).
-    pub fn next_proof(&mut self) -> Option<(Question, String, String)> {
+    /// The next proof to check (certified jobs).
+    pub fn next_proof(&mut self) -> Option<crate::prove::ProofDue> {
         self.ledger.next_proof()
     }
 

@@ -11,6 +11,10 @@ use cram_engine::Question;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+/// The highest attempt a worker may carry over a coordinator restart (adoption): far above
+/// the leases of any run.
+pub const MAX_ADOPTED_ATTEMPT: u64 = 1 << 32;
+
 /// A unit held by a worker.
 #[derive(Debug)]
 pub struct Lease {
@@ -148,8 +152,13 @@ impl Units {
     }
 
     /// Gives `q`, which nobody holds, to `worker` under the attempt it searches it with (it
-    /// was leased before a coordinator restart); false when someone holds it.
+    /// was leased before a coordinator restart); false when someone holds it, or when the
+    /// attempt is above [`MAX_ADOPTED_ATTEMPT`] (no run grants that many: a client that says
+    /// so would push the unit's attempts past what they can count).
     pub fn adopt(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, now: Instant) -> bool {
+        if attempt > MAX_ADOPTED_ATTEMPT {
+            return false;
+        }
         let deadline = now + self.lease;
         let unit = self.units.entry(q).or_default();
         if unit.lease.is_some() || unit.split {
