@@ -159,6 +159,8 @@ fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
     // A worker still searching a unit of the previous run keeps it, by heartbeat or result.
     assert!(s.heartbeat(&a, open[0], 7, 100, t0 + Duration::from_secs(1)));
     assert!(matches!(submit(&mut s, sub(&a, open[1], 3, truth(open[1]), true, 10)).0, Verdict::Accept(_)));
+    // An attempt no run grants is not adopted (the next lease's attempt would overflow).
+    assert!(!s.heartbeat(&a, open[2], u64::MAX, 100, t0 + Duration::from_secs(1)));
     // After the first lease period, nobody adopts anything.
     let late = t0 + Duration::from_secs(11);
     assert!(!s.heartbeat(&a, open[2], 4, 100, late));
