@@ -256,13 +256,14 @@ fn oversized_and_absurd_results_are_refused() {
     assert!(results(&state).iter().all(|r| r["nodes"].as_u64().unwrap() <= 1 << 48));
 }
 
-/// In a certified job a result counts only with a proof that checks: a client that sends
-/// the right answers with proofs that are no proofs is disconnected when the first is
-/// checked, and one that sends no proof is struck. The certificate written at the end
-/// checks, and proves the published value.
-#[test]
-fn in_a_certified_job_a_result_counts_only_with_a_proof_that_checks() {
-    let dir = scratch("unproved");
+/// A certified 5x6 job against client `name`, which sends a finished result on a unit (the
+/// right answer, or a lie when `lie`) with `proof`: the result is recorded, then the
+/// proof's check disconnects the client. With `no_proof_first`, the client first sends a
+/// result without a proof, which is refused (a strike). An honest worker then ends the job
+/// with the published value; the client alone is distrusted, for a reason containing
+/// `reason`, and the certificate written at the end checks and proves the value.
+fn a_certified_job_finds_out(name: &str, lie: bool, proof: Vec<u8>, reason: &str, no_proof_first: bool) {
+    let dir = scratch(name);
     let state = dir.join("state");
     let cert = dir.join("job.cert");
     let job = "5x6";
@@ -270,82 +271,26 @@ fn in_a_certified_job_a_result_counts_only_with_a_proof_that_checks() {
     let c = start_coordinator(&dir, &state, job, &["--certificate", &cert.display().to_string()]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _in_runtime = rt.enter();
-    let mut m = ProtoClient::new(&c.url, "prover");
+    let mut m = ProtoClient::new(&c.url, name);
     let id = m.id();
-    let (struck, out) = rt.block_on(async {
-        m.register(PATIENCE).await.unwrap();
-        let unit = m.unit().await.unwrap().expect("a unit");
-        let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
-        let e = m.submit(&unit, &unit.unit_id, right, Vec::new()).await.unwrap_err();
-        let struck = e.code() == Code::InvalidArgument && e.message().contains("proof");
-        // The right answer with a proof that is none: recorded, then found out.
-        let unit = m.unit().await.unwrap().expect("a unit");
-        let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
-        let req = pb::SubmitRequest {
-            unit_id: unit.unit_id.clone(),
-            attempt: unit.attempt,
-            region: unit.region.clone(),
-            facts: Some(cram_proto::facts_to_pb(right)),
-            finished: true,
-            nodes: 1000,
-            proof: b"not a proof".to_vec(),
-            ..Default::default()
-        };
-        assert!(m.client.submit(req).await.unwrap().into_inner().recorded);
-        let started = Instant::now();
-        let out = loop {
-            match m.client.lease(pb::LeaseRequest { slot: 0 }).await {
-                Err(e) if e.code() == Code::PermissionDenied => break true,
-                _ if started.elapsed() > Duration::from_secs(PATIENCE) => break false,
-                _ => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        };
-        (struck, out)
-    });
-    assert!(struck, "a result without its proof is refused");
-    assert!(out, "a proof that does not check disconnects its worker");
-    let (mut w, _) = start_worker(&dir, &c.url, &[]);
-    assert_eq!(result_of(c, 300), want[job].clone());
-    assert!(wait(&mut w, PATIENCE, "worker").success());
-    assert_eq!(distrusted(&state), vec![id]);
-    let reason = events(&state).into_iter().find(|e| e["event"] == "distrust").unwrap()["reason"].to_string();
-    assert!(reason.contains("proof"), "{reason}");
-    let o = cram(&["check", &cert.display().to_string(), "--json"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
-    assert_eq!(v["nimber"], want[job].1);
-}
-
-/// In a certified job a proof must show what its result answers, not only hold true facts:
-/// a client that answers its unit falsely with a proof of no facts (a proof that checks,
-/// having nothing to check) is disconnected when that proof is checked, its result counts
-/// for nothing, and the job ends with the published value and a certificate that checks.
-#[test]
-fn in_a_certified_job_a_proof_must_show_the_answer_it_comes_with() {
-    let dir = scratch("beside");
-    let state = dir.join("state");
-    let cert = dir.join("job.cert");
-    let job = "5x6";
-    let want = engine(&[job], &[]);
-    let c = start_coordinator(&dir, &state, job, &["--certificate", &cert.display().to_string()]);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let _in_runtime = rt.enter();
-    let mut m = ProtoClient::new(&c.url, "beside");
-    let id = m.id();
-    let mut solver = cram_engine::Solver::new(&cram_engine::Config::default(), Default::default());
-    let empty = cram_engine::proof::Prover::new(&mut solver, 12).export();
     let out = rt.block_on(async {
         m.register(PATIENCE).await.unwrap();
+        if no_proof_first {
+            let unit = m.unit().await.unwrap().expect("a unit");
+            let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
+            let e = m.submit(&unit, &unit.unit_id, right, Vec::new()).await.unwrap_err();
+            assert!(e.code() == Code::InvalidArgument && e.message().contains("proof"), "{e}");
+        }
         let unit = m.unit().await.unwrap().expect("a unit");
-        let (_, lie) = truth_and_lie(&unit, u64::MAX).unwrap();
+        let (right, wrong) = truth_and_lie(&unit, u64::MAX).unwrap();
         let req = pb::SubmitRequest {
             unit_id: unit.unit_id.clone(),
             attempt: unit.attempt,
             region: unit.region.clone(),
-            facts: Some(cram_proto::facts_to_pb(lie)),
+            facts: Some(cram_proto::facts_to_pb(if lie { wrong } else { right })),
             finished: true,
             nodes: 1000,
-            proof: empty,
+            proof,
             ..Default::default()
         };
         assert!(m.client.submit(req).await.unwrap().into_inner().recorded);
@@ -358,15 +303,35 @@ fn in_a_certified_job_a_proof_must_show_the_answer_it_comes_with() {
             }
         }
     });
-    assert!(out, "a proof that does not show its answer disconnects its worker");
+    assert!(out, "a proof that does not check, or does not show its answer, disconnects its worker");
     let (mut w, _) = start_worker(&dir, &c.url, &[]);
     assert_eq!(result_of(c, 300), want[job].clone());
     assert!(wait(&mut w, PATIENCE, "worker").success());
     assert_eq!(distrusted(&state), vec![id]);
-    let reason = events(&state).into_iter().find(|e| e["event"] == "distrust").unwrap()["reason"].to_string();
-    assert!(reason.contains("does not show its answer"), "{reason}");
+    let why = events(&state).into_iter().find(|e| e["event"] == "distrust").unwrap()["reason"].to_string();
+    assert!(why.contains(reason), "{why}");
     let o = cram(&["check", &cert.display().to_string(), "--json"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!(v["nimber"], want[job].1);
+}
+
+/// In a certified job a result counts only with a proof that checks: a client that sends
+/// no proof is struck, and one that sends the right answer with a proof that is none is
+/// disconnected when it is checked.
+#[test]
+fn in_a_certified_job_a_result_counts_only_with_a_proof_that_checks() {
+    a_certified_job_finds_out("unproved", false, b"not a proof".to_vec(), "proof", true);
+}
+
+/// In a certified job a proof must show what its result answers, not only hold true facts:
+/// a client that answers its unit falsely with a proof of no facts (a proof that checks,
+/// having nothing to check) is disconnected when that proof is checked.
+#[test]
+fn in_a_certified_job_a_proof_must_show_the_answer_it_comes_with() {
+    let mut solver = cram_engine::Solver::new(&cram_engine::Config::default(), Default::default());
+    let empty = cram_engine::proof::Prover::new(&mut solver, 12).export();
+    a_certified_job_finds_out("beside", true, empty, "does not show its answer", false);
 }
 
 /// Shared facts a job did not ask for (sharing off, the default) are dropped unread: a
