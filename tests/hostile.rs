@@ -208,7 +208,9 @@ fn a_damaged_log_stops_the_coordinator_and_the_answer_is_rederived() {
     assert_eq!(answer_of(&o.stdout), want[job].clone());
 }
 
-/// Messages too large or absurd (the denial of service of issue 18): a result carrying
+/// Messages too large or absurd (the denial of service of issue 18): a call other than a
+/// result is refused past 1 MiB as it is read (a result of the same size is read, and
+/// refused for what it says); a result carrying
 /// 20,000 shared facts is refused whole; unfinished results that searched nothing are
 /// struck, three and the client is disconnected; node counts of u64::MAX are cut. The job
 /// ends with the published value.
@@ -224,6 +226,13 @@ fn oversized_and_absurd_results_are_refused() {
     let mut m = ProtoClient::new(&c.url, "flood");
     rt.block_on(async {
         m.register(PATIENCE).await.unwrap();
+        let long = "x".repeat(2 << 20);
+        let progress = vec![pb::UnitProgress { unit_id: long.clone(), ..Default::default() }];
+        let e = m.client.heartbeat(pb::HeartbeatRequest { units: progress }).await.unwrap_err();
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e}");
+        assert!(e.message().contains("other than a result"), "{e}");
+        let e = m.client.submit(pb::SubmitRequest { unit_id: long, ..Default::default() }).await.unwrap_err();
+        assert!(e.code() == Code::InvalidArgument && e.message().contains("names no question"), "{e:?}");
         let unit = m.unit().await.unwrap().expect("a unit");
         let region = cram_proto::region_from_pb(unit.region.as_ref()).unwrap();
         let fact = cram_engine::SharedFact { region, facts: cram_engine::Facts::UNKNOWN, nodes: 1 };
@@ -262,13 +271,22 @@ fn oversized_and_absurd_results_are_refused() {
 /// result without a proof, which is refused (a strike). An honest worker then ends the job
 /// with the published value; the client alone is distrusted, for a reason containing
 /// `reason`, and the certificate written at the end checks and proves the value.
-fn a_certified_job_finds_out(name: &str, lie: bool, proof: Vec<u8>, reason: &str, no_proof_first: bool) {
+/// `extra`: more arguments of the coordinator.
+fn a_certified_job_finds_out(
+    name: &str,
+    lie: bool,
+    proof: Vec<u8>,
+    reason: &str,
+    no_proof_first: bool,
+    extra: &[&str],
+) {
     let dir = scratch(name);
     let state = dir.join("state");
     let cert = dir.join("job.cert");
     let job = "5x6";
     let want = engine(&[job], &[]);
-    let c = start_coordinator(&dir, &state, job, &["--certificate", &cert.display().to_string()]);
+    let cert_arg = cert.display().to_string();
+    let c = start_coordinator(&dir, &state, job, &[&["--certificate", cert_arg.as_str()], extra].concat());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _in_runtime = rt.enter();
     let mut m = ProtoClient::new(&c.url, name);
@@ -321,7 +339,7 @@ fn a_certified_job_finds_out(name: &str, lie: bool, proof: Vec<u8>, reason: &str
 /// disconnected when it is checked.
 #[test]
 fn in_a_certified_job_a_result_counts_only_with_a_proof_that_checks() {
-    a_certified_job_finds_out("unproved", false, b"not a proof".to_vec(), "proof", true);
+    a_certified_job_finds_out("unproved", false, b"not a proof".to_vec(), "proof", true, &[]);
 }
 
 /// In a certified job a proof must show what its result answers, not only hold true facts:
@@ -331,7 +349,41 @@ fn in_a_certified_job_a_result_counts_only_with_a_proof_that_checks() {
 fn in_a_certified_job_a_proof_must_show_the_answer_it_comes_with() {
     let mut solver = cram_engine::Solver::new(&cram_engine::Config::default(), Default::default());
     let empty = cram_engine::proof::Prover::new(&mut solver, 12).export();
-    a_certified_job_finds_out("beside", true, empty, "does not show its answer", false);
+    a_certified_job_finds_out("beside", true, empty, "does not show its answer", false, &[]);
+}
+
+/// A proof's memory is bounded before it is read: a client sends the right answer with a
+/// proof of 600,000 well-formed facts (strips of random lengths and values, with random
+/// replies: 2.9 MB sent, 6.9 MB decompressed, compressing no better than real proofs), more
+/// than fit the 64 MiB the coordinator's one check may take (`--proof-memory-mb 64`: half
+/// for facts of 64 bytes, 524,288); it is refused unread, its worker distrusted, and the
+/// job ends with the published value.
+#[test]
+fn a_proof_larger_than_the_checks_memory_is_refused_unread() {
+    let mut raw = Vec::new();
+    let facts = 600_000;
+    cram_certificate::varint::put(&mut raw, facts);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    for _ in 0..facts {
+        let w = 2 + next(40) as u8;
+        raw.extend_from_slice(&[1, w]);
+        cram_certificate::varint::put(&mut raw, (1u128 << w) - 1);
+        raw.push(next(w as u64 / 2 + 1) as u8);
+        raw.push(2);
+        for _ in 0..4 {
+            cram_certificate::varint::put(&mut raw, next(w as u64 - 1) as u128);
+        }
+    }
+    let proof = zstd::bulk::compress(&raw, 3).unwrap();
+    assert!(raw.len() < (64 << 20) / 6 && proof.len() * 16 > raw.len(), "{} bytes, {} sent", raw.len(), proof.len());
+    let memory = ["--proof-memory-mb", "64", "--check-threads", "1"];
+    a_certified_job_finds_out("huge-proof", false, proof, "MiB a proof may take", false, &memory);
 }
 
 /// Shared facts a job did not ask for (sharing off, the default) are dropped unread: a

@@ -74,8 +74,9 @@ fn compatible(source: &JobRecord, job: &JobRecord) -> bool {
         == (job.rows, job.cols, &job.empty, job.pairing, job.certificate_small)
 }
 
-/// Reads what `source` (a state directory, or its `events.jsonl`) holds for `job`.
-pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
+/// Reads what `source` (a state directory, or its `events.jsonl`) holds for `job`, checking
+/// each proof (a certified job) in at most `proof_memory` bytes.
+pub fn read(source: &Path, job: &JobRecord, proof_memory: u64) -> Result<Import, ImportError> {
     let name = source.display().to_string();
     let unreadable = |reason: String| ImportError::Unreadable { from: name.clone(), reason };
     let (log, proofs): (PathBuf, Option<PathBuf>) = if source.is_dir() {
@@ -159,7 +160,7 @@ pub fn read(source: &Path, job: &JobRecord) -> Result<Import, ImportError> {
             let mut failed = Vec::new();
             for (i, bytes, _) in pending {
                 let r = &out[i].0;
-                match check_proof(ledger, r.unit, r.answer(), &bytes, threads) {
+                match check_proof(ledger, r.unit, r.answer(), &bytes, threads, proof_memory) {
                     Ok(facts) => out[i].1 = Some(CheckedProof { bytes, facts }),
                     Err(why) => failed.push((i, bytes, why)),
                 }
@@ -258,7 +259,7 @@ mod tests {
                 Event::Proved { unit: d.unit, worker: "w2".into(), facts: 3 },
             ],
         );
-        let import = read(&dir, &job("4x4", Mode::Nimber)).expect("imported");
+        let import = read(&dir, &job("4x4", Mode::Nimber), crate::prove::DEFAULT_PROOF_MEMORY).expect("imported");
         // The proved result first.
         assert_eq!(import.results, vec![(d, None), (a, None)]);
     }
@@ -268,18 +269,23 @@ mod tests {
         let dir = tempdir("refused");
         let log = dir.join(LOG_FILE);
         write_log(&log, &[Event::Job(job("4x5", Mode::Outcome))]);
-        let e = read(&log, &job("4x4", Mode::Nimber)).expect_err("another position");
+        let e =
+            read(&log, &job("4x4", Mode::Nimber), crate::prove::DEFAULT_PROOF_MEMORY).expect_err("another position");
         assert!(matches!(e, ImportError::OtherPosition { .. }), "{e}");
         let mut other_pairing = job("4x4", Mode::Outcome);
         other_pairing.pairing = false;
         write_log(&log, &[Event::Job(other_pairing)]);
-        assert!(matches!(read(&log, &job("4x4", Mode::Nimber)), Err(ImportError::OtherPosition { .. })));
+        assert!(matches!(
+            read(&log, &job("4x4", Mode::Nimber), crate::prove::DEFAULT_PROOF_MEMORY),
+            Err(ImportError::OtherPosition { .. })
+        ));
         write_log(&log, &[Event::Job(job("4x4", Mode::Outcome)), Event::Result(result("3x4:fff?0", "w", &[]))]);
         let text = std::fs::read_to_string(&log).expect("read").replacen("\"nodes\":10", "\"nodes\":11", 1);
         std::fs::write(&log, text).expect("written");
-        let e = read(&log, &job("4x4", Mode::Nimber)).expect_err("damaged");
+        let e = read(&log, &job("4x4", Mode::Nimber), crate::prove::DEFAULT_PROOF_MEMORY).expect_err("damaged");
         assert!(e.to_string().contains("damaged"), "{e}");
-        let e = read(&dir.join("nothing"), &job("4x4", Mode::Nimber)).expect_err("missing");
+        let e = read(&dir.join("nothing"), &job("4x4", Mode::Nimber), crate::prove::DEFAULT_PROOF_MEMORY)
+            .expect_err("missing");
         assert!(e.to_string().contains("not an event log"), "{e}");
     }
 }

@@ -86,7 +86,8 @@ impl Job {
                     _ => None,
                 })
                 .collect();
-            let (checker, lost) = ProofChecker::new(&store.proof_dir(), c.small, settings.proof_threads, &proved);
+            let (checker, lost) =
+                ProofChecker::new(&store.proof_dir(), c.small, settings.proof_threads, c.proof_memory, &proved);
             for q in lost {
                 sched.proof_lost(q);
             }

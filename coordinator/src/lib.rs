@@ -15,8 +15,9 @@
 //!   runs the coordinator's own searches ([`settle`]), reports progress ([`report`]) and,
 //!   in a certified job, checks each result's proof ([`prove`]) and assembles the
 //!   certificate ([`certify`]).
-//! - [`service`]: the gRPC glue and the token check; [`web`]: the status page, its JSON and
-//!   the Prometheus metrics over HTTP.
+//! - [`service`]: the gRPC glue and the token check, behind the [`gate`] that limits each
+//!   call's size by its method; [`web`]: the status page, its JSON and the Prometheus
+//!   metrics over HTTP.
 //! - [`settings`]: what a run is told; [`outcome`]: what it ends with; [`import`]: the
 //!   results of an earlier job on the same position that a new job starts from.
 //!
@@ -27,6 +28,7 @@
 
 pub mod certify;
 pub mod events;
+pub mod gate;
 pub mod import;
 pub mod job;
 pub mod outcome;
@@ -138,7 +140,8 @@ fn to_import(source: &std::path::Path, settings: &Settings) -> Result<Option<imp
     if events.iter().any(|e| matches!(e, Event::Start { .. })) {
         return Err(CoordError::ImportTooLate(settings.state_dir.clone()));
     }
-    Ok(Some(import::read(source, &settings.job_record())?))
+    let proof_memory = settings.certificate.as_ref().map_or(prove::DEFAULT_PROOF_MEMORY, |c| c.proof_memory);
+    Ok(Some(import::read(source, &settings.job_record(), proof_memory)?))
 }
 
 /// Writes the results `found` into a job that has not started yet (its log and `replay`).
@@ -268,7 +271,7 @@ pub async fn run(
     }
     let server =
         CoordinatorServer::new(Service(JobHandle(requests))).max_decoding_message_size(cram_proto::MAX_MESSAGE_BYTES);
-    let service = tonic::service::interceptor::InterceptedService::new(server, check_token(token));
+    let service = gate::Gate(tonic::service::interceptor::InterceptedService::new(server, check_token(token)));
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<CoordinatorServer<Service>>().await;
     let mut server =

@@ -71,12 +71,25 @@ impl ProofDue {
     }
 }
 
+/// The memory the proof checks of a certified job may take together, unless told
+/// otherwise (`--proof-memory-mb`): real proofs take a few hundred MB at most (3x22's
+/// largest, 60 MB sent, some 0.8 GB read).
+pub const DEFAULT_PROOF_MEMORY: u64 = 4 << 30;
+
 /// Checks `bytes`, the proof of a result claiming `claim` about `unit`, against the facts
-/// `ledger` holds (on up to `threads` threads), and adds its facts to the ledger: how many
-/// it added, or why it does not check or does not show the claim.
-pub fn check_proof(ledger: &Ledger, unit: Question, claim: Facts, bytes: &[u8], threads: usize) -> Result<u64, String> {
-    let facts =
-        cram_engine::proof::read_export(bytes).map_err(|e| format!("its proof of {unit} cannot be read: {e}"))?;
+/// `ledger` holds (on up to `threads` threads), reading it in at most `memory` bytes, and
+/// adds its facts to the ledger: how many it added, or why it does not check or does not
+/// show the claim.
+pub fn check_proof(
+    ledger: &Ledger,
+    unit: Question,
+    claim: Facts,
+    bytes: &[u8],
+    threads: usize,
+    memory: u64,
+) -> Result<u64, String> {
+    let facts = cram_engine::proof::read_export(bytes, memory)
+        .map_err(|e| format!("its proof of {unit} cannot be read: {e}"))?;
     let added = match ledger.verify_on(&facts, threads) {
         Ok(n) => n as u64,
         Err(Rejection::Fact { region, value, why, .. }) => {
@@ -143,6 +156,8 @@ pub struct ProofChecker {
     dir: PathBuf,
     ledger: Arc<Ledger>,
     threads: usize,
+    /// The memory one check may take (the job's share for each of `threads`).
+    memory: u64,
     running: JoinSet<(u64, Checked)>,
     /// The proofs not yet done, by the order they came in.
     pending: BTreeMap<u64, Pending>,
@@ -151,14 +166,23 @@ pub struct ProofChecker {
 
 impl ProofChecker {
     /// A checker of the proofs in `dir`, for regions above `small` cells, up to `threads`
-    /// at once, starting from the proofs a replay found checked (`proved`: their files, in
-    /// log order). Returns the checker and the units whose checked proofs are gone (to be
-    /// proved again).
-    pub fn new(dir: &Path, small: u32, threads: usize, proved: &[(Question, String)]) -> (ProofChecker, Vec<Question>) {
+    /// at once, taking at most `memory` bytes together, starting from the proofs a replay
+    /// found checked (`proved`: their files, in log order). Returns the checker and the
+    /// units whose checked proofs are gone (to be proved again).
+    pub fn new(
+        dir: &Path,
+        small: u32,
+        threads: usize,
+        memory: u64,
+        proved: &[(Question, String)],
+    ) -> (ProofChecker, Vec<Question>) {
         let ledger = Ledger::new(small);
+        let threads = threads.max(1);
+        let memory = memory / threads as u64;
         let mut lost = Vec::new();
         for (unit, file) in proved {
-            match read_proof(dir, file).map_err(|e| e.to_string()).and_then(|b| cram_engine::proof::read_export(&b)) {
+            let read = read_proof(dir, file).map_err(|e| e.to_string());
+            match read.and_then(|b| cram_engine::proof::read_export(&b, memory)) {
                 Ok(facts) => {
                     for f in facts {
                         ledger.add_verified(f.shape, f.value);
@@ -173,7 +197,8 @@ impl ProofChecker {
         let checker = ProofChecker {
             dir: dir.to_path_buf(),
             ledger: Arc::new(ledger),
-            threads: threads.max(1),
+            threads,
+            memory,
             running: JoinSet::new(),
             pending: BTreeMap::new(),
             next_seq: 0,
@@ -230,13 +255,13 @@ impl ProofChecker {
     /// Starts checking pending proof `seq` (marked under way) on `threads` threads.
     fn spawn(&mut self, seq: u64, threads: usize) {
         let due = &self.pending[&seq].due;
-        let (ledger, dir, unit, claim, file) =
-            (self.ledger.clone(), self.dir.clone(), due.unit, due.claim, due.file.clone());
+        let (ledger, dir, unit, claim, file, memory) =
+            (self.ledger.clone(), self.dir.clone(), due.unit, due.claim, due.file.clone(), self.memory);
         self.running.spawn_blocking(move || {
             let checked = match read_proof(&dir, &file) {
                 Err(e @ StoreError::Io { .. }) => Checked::Lost(e.to_string()),
                 Err(e) => Checked::Lost(e.to_string()),
-                Ok(bytes) => match check_proof(&ledger, unit, claim, &bytes, threads) {
+                Ok(bytes) => match check_proof(&ledger, unit, claim, &bytes, threads, memory) {
                     Ok(n) => Checked::Proved(n),
                     Err(why) => Checked::Refused(why),
                 },
@@ -335,10 +360,10 @@ pub async fn recheck(state: &Path, threads: usize) -> Result<Rechecked, String> 
     let mut facts_sent = 0;
     for due in &queue {
         let bytes = read_proof(&dir, &due.file).map_err(|e| e.to_string())?;
-        facts_sent += cram_engine::proof::read_export(&bytes)?.len() as u64;
+        facts_sent += cram_engine::proof::read_export(&bytes, DEFAULT_PROOF_MEMORY)?.len() as u64;
     }
     let proofs = queue.len();
-    let (mut checker, _) = ProofChecker::new(&dir, small, threads, &[]);
+    let (mut checker, _) = ProofChecker::new(&dir, small, threads, DEFAULT_PROOF_MEMORY, &[]);
     let started = std::time::Instant::now();
     let found = check_queue(&mut checker, queue).await;
     let secs = started.elapsed().as_secs_f64();
@@ -369,7 +394,7 @@ mod tests {
     /// "refused" or "lost" (each proof is found once; that a worker's proofs are checked
     /// one at a time is asserted as each check starts).
     async fn check_all(dir: &Path, queue: &[(&str, &str, Question, Facts)]) -> HashMap<String, &'static str> {
-        let (mut checker, lost) = ProofChecker::new(dir, 4, 2, &[]);
+        let (mut checker, lost) = ProofChecker::new(dir, 4, 2, DEFAULT_PROOF_MEMORY, &[]);
         assert!(lost.is_empty());
         let queue = queue
             .iter()

@@ -112,6 +112,10 @@ pub struct CertificateTarget {
     pub path: PathBuf,
     /// Regions of at most this many cells get no facts.
     pub small: u32,
+    /// The memory the checks of the results' proofs may take together, in bytes: a proof
+    /// that needs more than its share is refused (what a worker could make a coordinator
+    /// hold is bounded).
+    pub proof_memory: u64,
 }
 
 /// Where the coordinator serves: gRPC for workers and clients, and optionally the status

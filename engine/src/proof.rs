@@ -130,31 +130,62 @@ const MAX_PROOF_BYTES: u64 = 1 << 34;
 /// allowed, for the smallest proofs).
 const MAX_PROOF_RATIO: u64 = 16;
 
+/// Memory one fact read by [`read_export`] takes, besides its replies.
+const FACT_BYTES: u64 = std::mem::size_of::<ExportedFact>() as u64;
+
 /// Reads a proof export ([`Prover::export`]): its facts in the order written, each with its
-/// replies. Refuses bytes that do not decompress (or decompress to more than the compressed
-/// length allows, [`cram_certificate::format::max_raw_len`]: decompression streams into a
-/// buffer that grows as data arrives and stops there), regions that are not canonical, a
-/// value above half a region's cells, a reply that names no option or move of the fact's
-/// region, and bytes after the last fact. Whether the facts are true is for a
+/// replies, taking at most `memory` bytes (the decompressed export, the facts and their
+/// replies): an export that would take more is refused before it does, as an export too
+/// large for the reader (the coordinator's `--proof-memory-mb`). Refuses bytes that do not
+/// decompress (or decompress to more than the compressed length allows,
+/// [`cram_certificate::format::max_raw_len`]: decompression streams into a buffer that
+/// grows as data arrives and stops there), regions that are not canonical, a value above
+/// half a region's cells, a reply that names no option or move of the fact's region, and
+/// bytes after the last fact. Whether the facts are true is for a
 /// [`cram_certificate::Ledger`].
-pub fn read_export(bytes: &[u8]) -> Result<Vec<ExportedFact>, String> {
+pub fn read_export(bytes: &[u8], memory: u64) -> Result<Vec<ExportedFact>, String> {
+    // A reply takes 4 bytes and at least 2 of the export: the decompressed export (at most
+    // a sixth of `memory`) and the replies take at most half, the facts the other half.
+    let most = memory / 2 / FACT_BYTES;
     let mut facts = Vec::new();
-    for_each_exported(bytes, |f| {
+    let count = |n: u64| {
+        if n > most {
+            return Err(format!(
+                "the proof holds {n} facts, more than the {most} that fit the {} MiB a proof may take here",
+                memory >> 20
+            ));
+        }
+        Ok(())
+    };
+    for_each_exported(bytes, memory / 6, count, |f| {
         facts.push(f);
         Ok(())
     })?;
     Ok(facts)
 }
 
-/// [`read_export`], handing each fact to `f` as it is read (an error from `f` stops it).
-fn for_each_exported(bytes: &[u8], mut f: impl FnMut(ExportedFact) -> Result<(), String>) -> Result<(), String> {
+/// Reads a proof export as [`read_export`] does, decompressed to at most `raw_limit` bytes;
+/// `count` is told the number of facts the export says it holds before any is read (an
+/// error from it stops the reading), and each fact is handed to `f` as it is read.
+fn for_each_exported(
+    bytes: &[u8],
+    raw_limit: u64,
+    count: impl FnOnce(u64) -> Result<(), String>,
+    mut f: impl FnMut(ExportedFact) -> Result<(), String>,
+) -> Result<(), String> {
     let limit = cram_certificate::format::max_raw_len(bytes.len() as u64)
         .min((bytes.len() as u64).saturating_mul(MAX_PROOF_RATIO).saturating_add(4096))
-        .min(MAX_PROOF_BYTES);
+        .min(MAX_PROOF_BYTES)
+        .min(raw_limit);
     let raw = cram_certificate::format::decompress_bounded(bytes, limit)
         .map_err(|e| format!("the proof does not decompress: {e}"))?;
     let mut r = varint::Reader::new(&raw);
-    let n = r.varint(u64::MAX as u128).map_err(read_error)?;
+    let n = r.varint(u64::MAX as u128).map_err(read_error)? as u64;
+    // A fact is at least five bytes.
+    if n > r.left() as u64 / 5 {
+        return Err(format!("the proof says it holds {n} facts in {} bytes", r.left()));
+    }
+    count(n)?;
     for _ in 0..n {
         let (h, w) = (r.byte().map_err(read_error)?, r.byte().map_err(read_error)?);
         let shape = Shape { h, w, cells: r.varint(u128::MAX).map_err(read_error)? };
@@ -165,9 +196,11 @@ fn for_each_exported(bytes: &[u8], mut f: impl FnMut(ExportedFact) -> Result<(),
                 shape.name()
             ));
         }
-        let count = r.varint(u16::MAX as u128).map_err(read_error)?;
+        let count = r.varint(u16::MAX as u128).map_err(read_error)? as usize;
         let moves = shape.moves().len() as u128;
-        let mut replies = Vec::new();
+        // A reply is at least two bytes: a count the bytes left cannot hold fails below,
+        // after allocating no more than they could.
+        let mut replies = Vec::with_capacity(count.min(r.left() / 2));
         for _ in 0..count {
             let (k, m) =
                 (r.varint(u16::MAX as u128).map_err(read_error)?, r.varint(u16::MAX as u128).map_err(read_error)?);
@@ -394,24 +427,29 @@ impl<'a> Prover<'a> {
     /// false).
     pub fn import(&mut self, bytes: &[u8]) -> Result<usize, String> {
         let mut new = 0;
-        for_each_exported(bytes, |f| {
-            match self.facts.get(&f.shape) {
-                Some(held) if held.value != f.value => {
-                    return Err(format!(
-                        "the proof states *{} of {}, another *{}",
-                        f.value,
-                        f.shape.name(),
-                        held.value
-                    ));
+        for_each_exported(
+            bytes,
+            u64::MAX,
+            |_| Ok(()),
+            |f| {
+                match self.facts.get(&f.shape) {
+                    Some(held) if held.value != f.value => {
+                        return Err(format!(
+                            "the proof states *{} of {}, another *{}",
+                            f.value,
+                            f.shape.name(),
+                            held.value
+                        ));
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.facts.insert(f.shape, Proven { value: f.value, replies: f.replies });
+                        new += 1;
+                    }
                 }
-                Some(_) => {}
-                None => {
-                    self.facts.insert(f.shape, Proven { value: f.value, replies: f.replies });
-                    new += 1;
-                }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         Ok(new)
     }
 
@@ -737,6 +775,9 @@ mod tests {
     use crate::{Config, DbSet, Mode};
     use std::sync::Arc;
 
+    /// Memory enough for any export a test reads.
+    const ANY: u64 = u64::MAX;
+
     fn certified(spec: &str, small: u32, outcome_only: bool) -> (Certificate, u8) {
         let board = Board::parse(spec).unwrap();
         let mut solver = Solver::new(&Config::default(), Arc::new(DbSet::default()));
@@ -773,7 +814,7 @@ mod tests {
         let root = Shape::of(5, 6, board.empty());
         let mut p = Prover::new(&mut solver, 6);
         p.prove_value(&root).unwrap();
-        let facts = read_export(&p.export()).unwrap();
+        let facts = read_export(&p.export(), ANY).unwrap();
         let widest = facts.iter().fold(HashMap::<u32, usize>::new(), |mut m, f| {
             *m.entry(f.shape.size()).or_default() += 1;
             m
@@ -938,8 +979,15 @@ mod tests {
         let mut p = Prover::new(&mut s, 4);
         p.prove_value(&root).unwrap();
         let bytes = p.export();
-        let facts = read_export(&bytes).unwrap();
+        let facts = read_export(&bytes, ANY).unwrap();
         assert_eq!(facts.len(), p.facts());
+        // Too large for the memory a reader gives it: refused, by its facts or its bytes.
+        let need = 2 * FACT_BYTES * facts.len() as u64;
+        assert_eq!(read_export(&bytes, need).unwrap().len(), facts.len());
+        let e = read_export(&bytes, need - 2 * FACT_BYTES).unwrap_err();
+        assert!(e.contains(&format!("holds {} facts", facts.len())) && e.contains("MiB a proof may take"), "{e}");
+        let raw = zstd::bulk::decompress(&bytes, 1 << 24).unwrap().len() as u64;
+        assert!(read_export(&bytes, 6 * raw - 6).unwrap_err().contains("more than"));
         assert!(facts.iter().all(|f| p.facts[&f.shape].value == f.value && p.facts[&f.shape].replies == f.replies));
         let mut s2 = Solver::new(&Config::default(), Arc::new(DbSet::default()));
         assert_eq!(Prover::new(&mut s2, 4).import(&bytes), Ok(facts.len()));
@@ -954,14 +1002,14 @@ mod tests {
         let start = std::time::Instant::now();
         let e = Prover::new(&mut s2, 4).import(&bomb).unwrap_err();
         assert!(e.contains("does not decompress") && e.contains("more than"), "{e}");
-        assert!(read_export(&bomb).is_err());
+        assert!(read_export(&bomb, ANY).is_err());
         assert!(start.elapsed().as_secs_f64() < 2.0, "{:?}", start.elapsed());
         // Cut short, noise, a count of facts larger than the data.
-        assert!(read_export(&bytes[..bytes.len() / 2]).is_err());
-        assert!(read_export(b"noise").is_err());
+        assert!(read_export(&bytes[..bytes.len() / 2], ANY).is_err());
+        assert!(read_export(b"noise", ANY).is_err());
         let mut many = Vec::new();
         cram_certificate::varint::put(&mut many, u64::MAX as u128);
-        assert!(read_export(&zstd::bulk::compress(&many, 3).unwrap()).unwrap_err().contains("malformed"));
+        assert!(read_export(&zstd::bulk::compress(&many, 3).unwrap(), ANY).unwrap_err().contains("facts in"));
         // Valid facts that compress far better than any proof (the same 1×2 = *1 a
         // million times: 5 MB in a few KB, some 64 MB in memory): refused, unread.
         let mut same = Vec::new();
@@ -971,13 +1019,13 @@ mod tests {
         }
         let packed = zstd::bulk::compress(&same, 3).unwrap();
         assert!(packed.len() * 16 + 4096 < same.len(), "{} bytes", packed.len());
-        assert!(read_export(&packed).unwrap_err().contains("does not decompress"));
+        assert!(read_export(&packed, ANY).unwrap_err().contains("does not decompress"));
         // The same, few enough to pass the ratio: read.
         let mut few = Vec::new();
         cram_certificate::varint::put(&mut few, 100);
         for _ in 0..100 {
             few.extend_from_slice(&[1, 2, 3, 1, 0]);
         }
-        assert_eq!(read_export(&zstd::bulk::compress(&few, 3).unwrap()).unwrap().len(), 100);
+        assert_eq!(read_export(&zstd::bulk::compress(&few, 3).unwrap(), ANY).unwrap().len(), 100);
     }
 }

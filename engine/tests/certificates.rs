@@ -257,7 +257,7 @@ fn export_of(spec: &str, small: u32) -> (Shape, u8, Vec<u8>) {
 fn exports_of_real_solves_verify() {
     for (spec, small) in [("3x6", 12), ("4x5", 12), ("4x5", 4), ("3x7", 8)] {
         let (root, want, bytes) = export_of(spec, small);
-        let facts = read_export(&bytes).unwrap();
+        let facts = read_export(&bytes, u64::MAX).unwrap();
         assert!(!facts.is_empty(), "{spec}");
         // Exports compress little (the reader bounds a body by 256 times its compressed length).
         let raw = cram_certificate::format::decompress_bounded(&bytes, u64::MAX).unwrap();
@@ -289,7 +289,7 @@ fn a_worker_s_exports_verify_in_the_order_it_sends_them() {
     let mut p = Prover::with_proofs(&mut s, small, proofs);
     p.prove_value(&b).unwrap();
     let second = p.export();
-    let (first, second) = (read_export(&first).unwrap(), read_export(&second).unwrap());
+    let (first, second) = (read_export(&first, u64::MAX).unwrap(), read_export(&second, u64::MAX).unwrap());
     assert!(!second.is_empty() && second.iter().all(|f| !first.iter().any(|g| g.shape == f.shape)));
 
     let ledger = Ledger::new(small);
@@ -338,7 +338,7 @@ fn needed_replies(facts: &[ExportedFact], small: u32) -> Vec<(usize, usize)> {
 fn a_ledger_refuses_false_missing_and_wrong_facts() {
     let small = 4;
     let (root, _, bytes) = export_of("4x5", small);
-    let facts = read_export(&bytes).unwrap();
+    let facts = read_export(&bytes, u64::MAX).unwrap();
     assert!(facts.len() > 20 && facts.iter().any(|f| f.shape == root), "{} facts", facts.len());
     let refused = |facts: &[ExportedFact], what: &str| {
         let ledger = Ledger::new(small);

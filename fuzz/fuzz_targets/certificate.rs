@@ -44,7 +44,7 @@ fn as_file(file: &[u8]) {
 }
 
 fn as_export(bytes: &[u8]) {
-    let read = read_export(bytes);
+    let read = read_export(bytes, u64::MAX);
     let imported = SOLVER.with(|s| Prover::new(&mut s.borrow_mut(), SMALL).import(bytes));
     match (&read, &imported) {
         (Ok(facts), Ok(new)) => assert!(*new <= facts.len()),

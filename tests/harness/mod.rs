@@ -102,7 +102,11 @@ pub async fn start_cluster(job: &JobSpec, workers: usize) -> Cluster {
         linger: Duration::from_millis(50),
         state_dir: state.clone(),
         answered: Some(stop.clone()),
-        certificate: job.certificate.map(|small| CertificateTarget { path: dir.join("cert"), small }),
+        certificate: job.certificate.map(|small| CertificateTarget {
+            path: dir.join("cert"),
+            small,
+            proof_memory: cram_coordinator::prove::DEFAULT_PROOF_MEMORY,
+        }),
         tls: None,
         share: job.share,
         import: job.import.clone(),
