@@ -153,9 +153,10 @@ pub struct CertificateArgs {
     /// computes them itself (larger: smaller files, slower checks).
     #[arg(long, value_name = "N", default_value_t = cram_engine::proof::DEFAULT_SMALL, value_parser = clap::value_parser!(u32).range(0..=cram_certificate::format::MAX_SMALL as i64))]
     pub certificate_small: u32,
-    /// The memory, in MiB, the coordinator's checks of the results' proofs may take
-    /// together (a certified job); a proof that needs more than one check's share is
-    /// refused, and its worker with it.
+    /// The memory, in MiB, the coordinator's reading of the results' proofs may take
+    /// together (a certified job; each check holds some 512 times its proof's size, a
+    /// large proof is read alone); a proof that needs more than all of it is refused, and
+    /// its worker with it.
     #[arg(long, value_name = "N", default_value_t = cram_coordinator::prove::DEFAULT_PROOF_MEMORY >> 20, value_parser = clap::value_parser!(u64).range(64..=1 << 24))]
     pub proof_memory_mb: u64,
 }

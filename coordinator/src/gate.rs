@@ -1,8 +1,8 @@
-//! A limit on each gRPC call's body by its method, applied as the body is read: only a
-//! result (`Submit`, which carries its proof) may be as large as
-//! [`cram_proto::MAX_MESSAGE_BYTES`]; any other call is refused past [`MAX_CALL_BYTES`], so
-//! that a heartbeat or a registration cannot make the coordinator read and hold a gigabyte
-//! before it has looked at who sent it. (tonic's own limit is one for the whole service.)
+//! A limit on each gRPC call's body by its method, applied as the body is read: a result
+//! (`Submit`, which carries its proof) may be [`MAX_RESULT_BYTES`], any other call
+//! [`MAX_CALL_BYTES`], so that a heartbeat or a registration cannot make the coordinator
+//! read and hold a gigabyte before it has looked at who sent it. (tonic's own limit,
+//! [`cram_proto::MAX_MESSAGE_BYTES`], is one for the whole service.)
 
 use http_body_util::combinators::MapErr;
 use http_body_util::{BodyExt, Limited};
@@ -14,6 +14,10 @@ use tonic::Status;
 /// units a call may name (1,024) is some 100 KB.
 pub const MAX_CALL_BYTES: usize = 1 << 20;
 
+/// The largest body of a result: its proof ([`crate::service::MAX_PROOF_BYTES`]) and
+/// room for the rest (at most 10,000 shared facts and 4,096 worker ids: about 1 MB).
+pub const MAX_RESULT_BYTES: usize = crate::service::MAX_PROOF_BYTES + (16 << 20);
+
 /// A call's body, limited: past the limit, reading it fails with RESOURCE_EXHAUSTED.
 pub type LimitedBody<B> = MapErr<Limited<B>, fn(StdError) -> Status>;
 
@@ -21,7 +25,9 @@ pub type LimitedBody<B> = MapErr<Limited<B>, fn(StdError) -> Status>;
 /// another reason keeps its own message).
 fn too_large(e: StdError) -> Status {
     if e.is::<http_body_util::LengthLimitError>() {
-        Status::resource_exhausted(format!("a call other than a result may be at most {MAX_CALL_BYTES} bytes"))
+        Status::resource_exhausted(format!(
+            "a call may be at most {MAX_CALL_BYTES} bytes, a result (with its proof) {MAX_RESULT_BYTES}"
+        ))
     } else {
         Status::from_error(e)
     }
@@ -53,8 +59,7 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        // tonic's own limit bounds a result; a frame's 5-byte header is the body's too.
-        let limit = if Self::large(req.uri().path()) { usize::MAX } else { MAX_CALL_BYTES };
+        let limit = if Self::large(req.uri().path()) { MAX_RESULT_BYTES } else { MAX_CALL_BYTES };
         self.0.call(req.map(|body| Limited::new(body, limit).map_err(too_large as fn(StdError) -> Status)))
     }
 }

@@ -71,9 +71,9 @@ impl ProofDue {
     }
 }
 
-/// The memory the proof checks of a certified job may take together, unless told
-/// otherwise (`--proof-memory-mb`): real proofs take a few hundred MB at most (3x22's
-/// largest, 60 MB sent, some 0.8 GB read).
+/// The memory reading the proofs of a certified job may take together, unless told
+/// otherwise (`--proof-memory-mb`): real proofs take a few hundred MB at most to read
+/// (3x22's largest, 60 MB sent, some 0.5 GB).
 pub const DEFAULT_PROOF_MEMORY: u64 = 4 << 30;
 
 /// Checks `bytes`, the proof of a result claiming `claim` about `unit`, against the facts
@@ -129,6 +129,16 @@ pub fn shows(ledger: &Ledger, unit: &Question, claim: Facts) -> bool {
     ruled_out & !shown == 0
 }
 
+/// The memory a check of a proof of `size` bytes holds while it runs, out of `memory` for
+/// all, and reads it in: 128 times the size (and 1 MiB), never more than all of `memory`.
+/// Reading then allows the most the size can decompress to (16 times) and half a fact for
+/// each byte sent, where real proofs hold at most 0.09 (measured on the 220 proofs of a
+/// 4x11 and a 3x18 job, 2026-12-07) and decompress 1.5 to 1.75 times. A proof of 1 MB
+/// holds 129 MiB; one of 32 MB or more, all of the default 4 GiB (it is read alone).
+pub fn reservation(size: u64, memory: u64) -> u64 {
+    size.saturating_mul(128).saturating_add(1 << 20).min(memory)
+}
+
 /// How far down the proofs not done [`ProofChecker`] looks for one it can start (the job's
 /// event loop does the looking).
 const MAX_SCAN: usize = 10_000;
@@ -156,9 +166,11 @@ pub struct ProofChecker {
     dir: PathBuf,
     ledger: Arc<Ledger>,
     threads: usize,
-    /// The memory one check may take (the job's share for each of `threads`).
+    /// The memory reading the proofs under way may take together ([`reservation`]).
     memory: u64,
-    running: JoinSet<(u64, Checked)>,
+    /// Of it, what no check under way holds.
+    free: u64,
+    running: JoinSet<(u64, Checked, u64)>,
     /// The proofs not yet done, by the order they came in.
     pending: BTreeMap<u64, Pending>,
     next_seq: u64,
@@ -166,9 +178,10 @@ pub struct ProofChecker {
 
 impl ProofChecker {
     /// A checker of the proofs in `dir`, for regions above `small` cells, up to `threads`
-    /// at once, taking at most `memory` bytes together, starting from the proofs a replay
-    /// found checked (`proved`: their files, in log order). Returns the checker and the
-    /// units whose checked proofs are gone (to be proved again).
+    /// at once, reading them in at most `memory` bytes together (each check holds its
+    /// [`reservation`]: a proof as large as `memory` allows is read alone), starting from
+    /// the proofs a replay found checked (`proved`: their files, in log order). Returns the
+    /// checker and the units whose checked proofs are gone (to be proved again).
     pub fn new(
         dir: &Path,
         small: u32,
@@ -177,8 +190,6 @@ impl ProofChecker {
         proved: &[(Question, String)],
     ) -> (ProofChecker, Vec<Question>) {
         let ledger = Ledger::new(small);
-        let threads = threads.max(1);
-        let memory = memory / threads as u64;
         let mut lost = Vec::new();
         for (unit, file) in proved {
             let read = read_proof(dir, file).map_err(|e| e.to_string());
@@ -197,8 +208,9 @@ impl ProofChecker {
         let checker = ProofChecker {
             dir: dir.to_path_buf(),
             ledger: Arc::new(ledger),
-            threads,
+            threads: threads.max(1),
             memory,
+            free: memory,
             running: JoinSet::new(),
             pending: BTreeMap::new(),
             next_seq: 0,
@@ -218,16 +230,25 @@ impl ProofChecker {
         let mut starting = Vec::new();
         while self.running.len() + starting.len() < self.threads {
             let Some((seq, first)) = self.startable() else { break };
+            // In the order they came: one that does not fit the memory free now waits for
+            // checks under way to end (there is one, or all of `memory` is free).
+            let size = std::fs::metadata(self.dir.join(&self.pending[&seq].due.file)).map_or(0, |m| m.len());
+            let need = reservation(size, self.memory);
+            if need > self.free {
+                debug_assert!(self.running.len() + starting.len() > 0, "all the memory is free");
+                break;
+            }
+            self.free -= need;
             self.pending.get_mut(&seq).expect("pending").state = State::UnderWay { first };
-            starting.push(seq);
+            starting.push((seq, need));
         }
         // Threads no other proof can have now go to those starting, to check a proof's
         // facts of one size side by side (a proof that can start later takes a thread of
         // its own: for a while there may be more threads than `threads`).
         let idle = self.threads - self.running.len() - starting.len();
         let n = starting.len();
-        for (k, seq) in starting.into_iter().enumerate() {
-            self.spawn(seq, 1 + idle / n + usize::from(k < idle % n));
+        for (k, (seq, need)) in starting.into_iter().enumerate() {
+            self.spawn(seq, 1 + idle / n + usize::from(k < idle % n), need);
         }
     }
 
@@ -252,11 +273,12 @@ impl ProofChecker {
         None
     }
 
-    /// Starts checking pending proof `seq` (marked under way) on `threads` threads.
-    fn spawn(&mut self, seq: u64, threads: usize) {
+    /// Starts checking pending proof `seq` (marked under way) on `threads` threads, reading
+    /// it in at most `memory` bytes (reserved).
+    fn spawn(&mut self, seq: u64, threads: usize, memory: u64) {
         let due = &self.pending[&seq].due;
-        let (ledger, dir, unit, claim, file, memory) =
-            (self.ledger.clone(), self.dir.clone(), due.unit, due.claim, due.file.clone(), self.memory);
+        let (ledger, dir, unit, claim, file) =
+            (self.ledger.clone(), self.dir.clone(), due.unit, due.claim, due.file.clone());
         self.running.spawn_blocking(move || {
             let checked = match read_proof(&dir, &file) {
                 Err(e @ StoreError::Io { .. }) => Checked::Lost(e.to_string()),
@@ -266,7 +288,7 @@ impl ProofChecker {
                     Err(why) => Checked::Refused(why),
                 },
             };
-            (seq, checked)
+            (seq, checked, memory)
         });
     }
 
@@ -274,7 +296,8 @@ impl ProofChecker {
     /// `None` when the proof is to be checked again once the proofs before it are.
     pub async fn done(&mut self) -> Option<ProofChecked> {
         let Some(joined) = self.running.join_next().await else { return std::future::pending().await };
-        let (seq, checked) = joined.unwrap_or_else(|e| panic!("the proof checker failed: {e}"));
+        let (seq, checked, memory) = joined.unwrap_or_else(|e| panic!("the proof checker failed: {e}"));
+        self.free += memory;
         let p = self.pending.get_mut(&seq).expect("a check of a pending proof");
         if matches!(checked, Checked::Refused(_)) && p.state == (State::UnderWay { first: false }) {
             tracing::debug!(unit = %p.due.unit, "a proof failed beside an earlier one; it is checked again after it");
@@ -394,7 +417,16 @@ mod tests {
     /// "refused" or "lost" (each proof is found once; that a worker's proofs are checked
     /// one at a time is asserted as each check starts).
     async fn check_all(dir: &Path, queue: &[(&str, &str, Question, Facts)]) -> HashMap<String, &'static str> {
-        let (mut checker, lost) = ProofChecker::new(dir, 4, 2, DEFAULT_PROOF_MEMORY, &[]);
+        check_all_in(dir, queue, DEFAULT_PROOF_MEMORY).await
+    }
+
+    /// [`check_all`] with `memory` for reading the proofs.
+    async fn check_all_in(
+        dir: &Path,
+        queue: &[(&str, &str, Question, Facts)],
+        memory: u64,
+    ) -> HashMap<String, &'static str> {
+        let (mut checker, lost) = ProofChecker::new(dir, 4, 2, memory, &[]);
         assert!(lost.is_empty());
         let queue = queue
             .iter()
@@ -467,8 +499,10 @@ mod tests {
 
         // In every interleaving of the checks: w3's proof is checked beside w1's first (and
         // checked again if it came first), w1's second only after w1's first.
-        for _ in 0..5 {
-            let found = check_all(&dir, &[w1a, w3, w1b, ("w2", "w2", r1_q, r1_v), ("w4", "gone", r1_q, r1_v)]).await;
+        // With memory for one proof at a time (each reserves all of it), the same.
+        for memory in [DEFAULT_PROOF_MEMORY, DEFAULT_PROOF_MEMORY, DEFAULT_PROOF_MEMORY, 1 << 20, 1 << 20] {
+            let queue = [w1a, w3, w1b, ("w2", "w2", r1_q, r1_v), ("w4", "gone", r1_q, r1_v)];
+            let found = check_all_in(&dir, &queue, memory).await;
             let expected: HashMap<String, &str> =
                 [("w1-a", "proved"), ("w3", "proved"), ("w1-b", "proved"), ("w2", "proved"), ("gone", "lost")]
                     .into_iter()
@@ -481,6 +515,15 @@ mod tests {
         let found = check_all(&dir, &[w3, w1a, ("w5", "unfounded", root_q, root_v)]).await;
         assert_eq!((found["w3"], found["w1-a"], found["unfounded"]), ("refused", "proved", "refused"));
         std::fs::remove_dir_all(&dir).expect("removed");
+    }
+
+    #[test]
+    fn a_check_reserves_what_its_proof_can_take_and_never_more_than_all() {
+        assert_eq!(reservation(0, 4 << 30), 1 << 20);
+        assert_eq!(reservation(1 << 20, 4 << 30), 129 << 20);
+        assert_eq!(reservation(60 << 20, 4 << 30), 4 << 30);
+        assert_eq!(reservation(u64::MAX, 64 << 20), 64 << 20);
+        assert_eq!(reservation(1000, 1 << 20), 1 << 20);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

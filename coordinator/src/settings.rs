@@ -112,9 +112,9 @@ pub struct CertificateTarget {
     pub path: PathBuf,
     /// Regions of at most this many cells get no facts.
     pub small: u32,
-    /// The memory the checks of the results' proofs may take together, in bytes: a proof
-    /// that needs more than its share is refused (what a worker could make a coordinator
-    /// hold is bounded).
+    /// The memory reading the results' proofs may take together, in bytes
+    /// ([`crate::prove::reservation`]): a proof that needs more than all of it is refused
+    /// (what a worker could make a coordinator hold is bounded).
     pub proof_memory: u64,
 }
 

@@ -144,49 +144,63 @@ const FACT_BYTES: u64 = std::mem::size_of::<ExportedFact>() as u64;
 /// bytes after the last fact. Whether the facts are true is for a
 /// [`cram_certificate::Ledger`].
 pub fn read_export(bytes: &[u8], memory: u64) -> Result<Vec<ExportedFact>, String> {
-    // A reply takes 4 bytes and at least 2 of the export: the decompressed export (at most
-    // a sixth of `memory`) and the replies take at most half, the facts the other half.
-    let most = memory / 2 / FACT_BYTES;
-    let mut facts = Vec::new();
-    let count = |n: u64| {
-        if n > most {
-            return Err(format!(
-                "the proof holds {n} facts, more than the {most} that fit the {} MiB a proof may take here",
-                memory >> 20
-            ));
-        }
-        Ok(())
-    };
-    for_each_exported(bytes, memory / 6, count, |f| {
+    // The decompressed export takes at most an eighth of `memory`; the facts, held in
+    // exactly the room they need, at most a quarter; their replies, 4 bytes each from at
+    // least 2 of the export, at most a quarter, and the allocator's least chunk (32 bytes)
+    // for each fact's at most an eighth. Three quarters in all.
+    let raw = decompress_export(bytes, memory / 8)?;
+    let mut export = ExportReader::new(&raw)?;
+    let most = memory / 4 / FACT_BYTES;
+    if export.left > most {
+        return Err(format!(
+            "the proof holds {} facts, more than the {most} that fit the {} MiB a proof may take here",
+            export.left,
+            memory.div_ceil(1 << 20)
+        ));
+    }
+    let mut facts = Vec::with_capacity(export.left as usize);
+    while let Some(f) = export.next_fact()? {
         facts.push(f);
-        Ok(())
-    })?;
+    }
     Ok(facts)
 }
 
-/// Reads a proof export as [`read_export`] does, decompressed to at most `raw_limit` bytes;
-/// `count` is told the number of facts the export says it holds before any is read (an
-/// error from it stops the reading), and each fact is handed to `f` as it is read.
-fn for_each_exported(
-    bytes: &[u8],
-    raw_limit: u64,
-    count: impl FnOnce(u64) -> Result<(), String>,
-    mut f: impl FnMut(ExportedFact) -> Result<(), String>,
-) -> Result<(), String> {
+/// A proof export decompressed to at most `raw_limit` bytes (and what its compressed
+/// length allows).
+fn decompress_export(bytes: &[u8], raw_limit: u64) -> Result<Vec<u8>, String> {
     let limit = cram_certificate::format::max_raw_len(bytes.len() as u64)
         .min((bytes.len() as u64).saturating_mul(MAX_PROOF_RATIO).saturating_add(4096))
         .min(MAX_PROOF_BYTES)
         .min(raw_limit);
-    let raw = cram_certificate::format::decompress_bounded(bytes, limit)
-        .map_err(|e| format!("the proof does not decompress: {e}"))?;
-    let mut r = varint::Reader::new(&raw);
-    let n = r.varint(u64::MAX as u128).map_err(read_error)? as u64;
-    // A fact is at least five bytes.
-    if n > r.left() as u64 / 5 {
-        return Err(format!("the proof says it holds {n} facts in {} bytes", r.left()));
+    cram_certificate::format::decompress_bounded(bytes, limit)
+        .map_err(|e| format!("the proof does not decompress: {e}"))
+}
+
+/// A decompressed proof export being read, fact by fact ([`read_export`]'s rules).
+struct ExportReader<'a> {
+    r: varint::Reader<'a>,
+    /// Facts not read yet.
+    left: u64,
+}
+
+impl<'a> ExportReader<'a> {
+    /// Reads the number of facts the export says it holds (at most one per five bytes).
+    fn new(raw: &'a [u8]) -> Result<ExportReader<'a>, String> {
+        let mut r = varint::Reader::new(raw);
+        let n = r.varint(u64::MAX as u128).map_err(read_error)? as u64;
+        if n > r.left() as u64 / 5 {
+            return Err(format!("the proof says it holds {n} facts in {} bytes", r.left()));
+        }
+        Ok(ExportReader { r, left: n })
     }
-    count(n)?;
-    for _ in 0..n {
+
+    /// The next fact, or `None` after the last (when no bytes follow it).
+    fn next_fact(&mut self) -> Result<Option<ExportedFact>, String> {
+        let r = &mut self.r;
+        if self.left == 0 {
+            return if r.is_done() { Ok(None) } else { Err("bytes after the last fact of the proof".into()) };
+        }
+        self.left -= 1;
         let (h, w) = (r.byte().map_err(read_error)?, r.byte().map_err(read_error)?);
         let shape = Shape { h, w, cells: r.varint(u128::MAX).map_err(read_error)? };
         let value = r.byte().map_err(read_error)?;
@@ -209,12 +223,8 @@ fn for_each_exported(
             }
             replies.push((k as u16, m as u16));
         }
-        f(ExportedFact { shape, value, replies })?;
+        Ok(Some(ExportedFact { shape, value, replies }))
     }
-    if !r.is_done() {
-        return Err("bytes after the last fact of the proof".into());
-    }
-    Ok(())
 }
 
 /// A level of the closure ([`Prover::certificate`]) is split over threads only when each
@@ -426,30 +436,26 @@ impl<'a> Prover<'a> {
     /// and a value other than the one already held for a region (one of the two proofs is
     /// false).
     pub fn import(&mut self, bytes: &[u8]) -> Result<usize, String> {
+        let raw = decompress_export(bytes, u64::MAX)?;
+        let mut export = ExportReader::new(&raw)?;
         let mut new = 0;
-        for_each_exported(
-            bytes,
-            u64::MAX,
-            |_| Ok(()),
-            |f| {
-                match self.facts.get(&f.shape) {
-                    Some(held) if held.value != f.value => {
-                        return Err(format!(
-                            "the proof states *{} of {}, another *{}",
-                            f.value,
-                            f.shape.name(),
-                            held.value
-                        ));
-                    }
-                    Some(_) => {}
-                    None => {
-                        self.facts.insert(f.shape, Proven { value: f.value, replies: f.replies });
-                        new += 1;
-                    }
+        while let Some(f) = export.next_fact()? {
+            match self.facts.get(&f.shape) {
+                Some(held) if held.value != f.value => {
+                    return Err(format!(
+                        "the proof states *{} of {}, another *{}",
+                        f.value,
+                        f.shape.name(),
+                        held.value
+                    ));
                 }
-                Ok(())
-            },
-        )?;
+                Some(_) => {}
+                None => {
+                    self.facts.insert(f.shape, Proven { value: f.value, replies: f.replies });
+                    new += 1;
+                }
+            }
+        }
         Ok(new)
     }
 
@@ -982,12 +988,12 @@ mod tests {
         let facts = read_export(&bytes, ANY).unwrap();
         assert_eq!(facts.len(), p.facts());
         // Too large for the memory a reader gives it: refused, by its facts or its bytes.
-        let need = 2 * FACT_BYTES * facts.len() as u64;
+        let need = 4 * FACT_BYTES * facts.len() as u64;
         assert_eq!(read_export(&bytes, need).unwrap().len(), facts.len());
-        let e = read_export(&bytes, need - 2 * FACT_BYTES).unwrap_err();
+        let e = read_export(&bytes, need - 4 * FACT_BYTES).unwrap_err();
         assert!(e.contains(&format!("holds {} facts", facts.len())) && e.contains("MiB a proof may take"), "{e}");
         let raw = zstd::bulk::decompress(&bytes, 1 << 24).unwrap().len() as u64;
-        assert!(read_export(&bytes, 6 * raw - 6).unwrap_err().contains("more than"));
+        assert!(read_export(&bytes, 8 * raw - 8).unwrap_err().contains("more than"));
         assert!(facts.iter().all(|f| p.facts[&f.shape].value == f.value && p.facts[&f.shape].replies == f.replies));
         let mut s2 = Solver::new(&Config::default(), Arc::new(DbSet::default()));
         assert_eq!(Prover::new(&mut s2, 4).import(&bytes), Ok(facts.len()));
