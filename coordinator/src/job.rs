@@ -392,7 +392,7 @@ impl Job {
                     attempt,
                     region: Some(cram_proto::region_to_pb(&q.region)),
                     query: Some(cram_proto::query_to_pb(q.query)),
-                    node_budget: self.settings.unit_nodes,
+                    node_budget: self.sched.node_budget(),
                     shared,
                 })
             }

@@ -87,6 +87,11 @@ impl Knowledge {
         }
     }
 
+    /// True when a shared fact about `region` waits for the coordinator's search of it.
+    pub fn waits_on(&self, region: &AnyRegion) -> bool {
+        self.pending.contains_key(region)
+    }
+
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty() && self.verified.iter().all(Option::is_none)

@@ -276,9 +276,20 @@ impl Ledger {
             !list.is_empty()
         });
         self.to_prove.retain(|p| p.worker != worker);
-        // Searches queued for what is gone still run: a search settles its question either way.
         self.awaiting = self.answers.iter().filter(|(_, l)| l.iter().any(Held::waits)).map(|(q, _)| *q).collect();
         self.answers.iter().flat_map(|(q, l)| l.iter().map(move |h| (*q, h.facts))).collect()
+    }
+
+    /// Drops the queued searches nothing waits for any more (after a distrust): a result to
+    /// verify or a refused one to decide keeps its search, a shared fact's region keeps its
+    /// while `shared_waits` says a fact about it still waits (conflicts are queued again by
+    /// the next frontier). So a worker that disputes many units costs the coordinator the
+    /// searches under way when it is shown wrong, not one for each dispute. Searches under
+    /// way run on: each settles its question either way.
+    pub fn drop_unneeded_searches(&mut self, shared_waits: impl Fn(&AnyRegion) -> bool) {
+        let (awaiting, refused) = (&self.awaiting, &self.refused);
+        self.to_search.retain(|q| awaiting.contains(q) || refused.contains_key(q));
+        self.to_search_later.retain(|q| shared_waits(&q.region));
     }
 
     /// Counts over the results held: answers from a cache.

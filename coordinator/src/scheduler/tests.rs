@@ -620,3 +620,66 @@ fn the_eta_is_a_lower_bound_while_branches_are_cut() {
         assert!(status.eta_secs.is_none() && !status.eta_lower_bound);
     }
 }
+
+#[test]
+fn past_the_jobs_splits_units_are_searched_whole_until_results_earn_more() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    s.splits_free = 1;
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    assert_eq!(s.node_budget(), BUDGET);
+    let (u, k) = unit(&mut s, &a, 0, t0);
+    assert!(matches!(submit(&mut s, sub(&a, u, k, Facts::UNKNOWN, false, BUDGET)).0, Verdict::Accept(_)));
+    assert_eq!((s.counters.split, s.node_budget()), (1, 0), "the one free split is spent");
+    // Another identity's honest unfinished result is refused without blame.
+    let (v, k) = unit(&mut s, &b, 0, t0);
+    let (verdict, events) = submit(&mut s, sub(&b, v, k, Facts::UNKNOWN, false, BUDGET));
+    let Verdict::Refuse { disconnect, reason, .. } = verdict else { panic!("{verdict:?}") };
+    assert!(!disconnect && events.is_empty(), "{reason}");
+    assert!(reason.contains("splits no more units"), "{reason}");
+    assert!(s.units.get(&v).unwrap().lease.is_none(), "the unit goes to a worker that searches it whole");
+    assert!(matches!(s.caller("bb", t0), Caller::Known(_)), "b is not distrusted");
+    assert_eq!(s.counters.split, 1);
+    // Answers earn splits back: one for every RESULTS_A_SPLIT.
+    for n in 1..=RESULTS_A_SPLIT {
+        assert_eq!(s.node_budget(), 0, "after {} answers", n - 1);
+        let (w, k) = unit(&mut s, &b, 0, t0);
+        assert!(matches!(submit(&mut s, sub(&b, w, k, truth(w), true, 10)).0, Verdict::Accept(_)));
+    }
+    assert_eq!(s.node_budget(), BUDGET);
+}
+
+#[test]
+fn once_a_disputer_is_shown_wrong_its_other_disputes_are_not_searched() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let honest = s.register("22", "honest", 3, t0).unwrap();
+    let liar = s.register("11", "liar", 3, t0).unwrap();
+    let mut answered = Vec::new();
+    for slot in 0..3 {
+        let (u, k) = unit(&mut s, &honest, slot, t0);
+        assert!(matches!(submit(&mut s, sub(&honest, u, k, truth(u), true, 9)).0, Verdict::Accept(_)));
+        answered.push(u);
+    }
+    // The liar, asked other questions about the same regions, contradicts each answer:
+    // each refusal queues a search.
+    for (slot, &u) in answered.iter().enumerate() {
+        let v = oracle().nimber(u.region).unwrap();
+        let (d, claim) = match u.query {
+            Query::Nimber => (Question { region: u.region, query: Query::IsValue(v) }, v + 1),
+            Query::IsValue(j) => (Question::nimber(u.region), if j == v { v + 1 } else { j }),
+        };
+        let k = s.units.grant(d, &liar, slot as u32, None, t0);
+        let verdict = submit(&mut s, sub(&liar, d, k, Facts::exact(claim), true, 9)).0;
+        assert!(matches!(verdict, Verdict::Refuse { disconnect: false, .. }), "{verdict:?}");
+    }
+    // The first search shows it wrong; the other two disputes are not searched.
+    let q = s.next_search().expect("a dispute to decide");
+    for e in s.searched(q, truth(q), 100, 1) {
+        s.apply(&e);
+    }
+    assert!(s.workers.is_distrusted(&liar) && !s.workers.is_distrusted(&honest));
+    assert_eq!(s.next_search(), None, "nothing waits for another search");
+    assert!(s.ledger.is_quiet());
+}
