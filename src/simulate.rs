@@ -199,6 +199,8 @@ struct Busy {
     start: f64,
     end: f64,
     cost: Cost,
+    /// Nodes it searches: its cost, or its lease's budget when that runs out first.
+    nodes: u64,
     finished: bool,
 }
 
@@ -261,14 +263,15 @@ fn simulate(
                 let mut got = None;
                 let reply = call(t, 0.0, &mut |now| got = Some(s.lease(&ids[w], 0, now)));
                 match got.expect("the call ran") {
-                    LeaseOutcome::Unit(unit, attempt) => {
+                    LeaseOutcome::Unit(unit, attempt, budget) => {
                         out.leased += 1;
                         lease_no += 1;
                         let cost = cost_of(unit);
-                        let finished = cost.nodes <= m.unit_nodes;
-                        let nodes = cost.nodes.min(m.unit_nodes);
+                        let budget = if budget == 0 { u64::MAX } else { budget };
+                        let finished = cost.nodes <= budget;
+                        let nodes = cost.nodes.min(budget);
                         let end = reply + nodes as f64 / m.nodes_per_sec;
-                        busy[w] = Some(Busy { unit, attempt, lease_no, start: reply, end, cost, finished });
+                        busy[w] = Some(Busy { unit, attempt, lease_no, start: reply, end, cost, nodes, finished });
                         push(&mut queue, end, Ev::Done(w, lease_no));
                         push(&mut queue, reply + heartbeat_every, Ev::Heartbeat(w, lease_no));
                     }
@@ -310,7 +313,7 @@ fn simulate(
                     attempt: b.attempt,
                     facts: if b.finished { b.cost.facts } else { Facts::UNKNOWN },
                     finished: b.finished,
-                    nodes: b.cost.nodes.min(m.unit_nodes),
+                    nodes: b.nodes,
                     millis: ((b.end - b.start) * 1000.0) as u64,
                     from_cache: false,
                     // A certified result must carry a proof; the simulation reads none.

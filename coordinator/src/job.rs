@@ -379,7 +379,7 @@ impl Job {
 
     fn lease(&mut self, worker: &str, slot: u32, now: Instant) -> pb::LeaseReply {
         let reply = match self.sched.lease(worker, slot, now) {
-            LeaseOutcome::Unit(q, attempt) => {
+            LeaseOutcome::Unit(q, attempt, node_budget) => {
                 tracing::debug!(unit = %q, attempt, %worker, "leased");
                 let shared = if self.settings.share.min_cells == 0 {
                     Vec::new()
@@ -392,7 +392,7 @@ impl Job {
                     attempt,
                     region: Some(cram_proto::region_to_pb(&q.region)),
                     query: Some(cram_proto::query_to_pb(q.query)),
-                    node_budget: self.sched.node_budget(),
+                    node_budget,
                     shared,
                 })
             }

@@ -96,6 +96,8 @@ pub struct Ledger {
     to_reprove: BTreeSet<Question>,
     /// Finished results held, per unit.
     answers: HashMap<Question, Vec<Held>>,
+    /// How many of them are verified.
+    verified: u64,
     /// Refused results per question (worker, facts), until the coordinator decides it.
     refused: HashMap<Question, Vec<(String, Facts)>>,
     /// Units with a result that waits for its verification.
@@ -118,6 +120,7 @@ impl Ledger {
             to_prove: VecDeque::new(),
             to_reprove: BTreeSet::new(),
             answers: HashMap::new(),
+            verified: 0,
             refused: HashMap::new(),
             awaiting: BTreeSet::new(),
             to_search: VecDeque::new(),
@@ -149,6 +152,11 @@ impl Ledger {
     /// Units answered.
     pub fn answered(&self) -> usize {
         self.answers.len()
+    }
+
+    /// Results held that a verification (the coordinator's search or a proof) agreed with.
+    pub fn verified(&self) -> u64 {
+        self.verified
     }
 
     /// Units whose results wait for their verification.
@@ -196,8 +204,9 @@ impl Ledger {
     pub fn proved(&mut self, q: Question, worker: &str) {
         let Some(list) = self.answers.get_mut(&q) else { return };
         let Some(proven) = list.iter().find(|h| h.worker == worker).map(|h| h.facts) else { return };
-        for h in list.iter_mut().filter(|h| h.facts.agrees_with(proven)) {
+        for h in list.iter_mut().filter(|h| h.facts.agrees_with(proven) && !h.verified) {
             h.verified = true;
+            self.verified += 1;
         }
         if !list.iter().any(Held::waits) {
             self.awaiting.remove(&q);
@@ -250,8 +259,9 @@ impl Ledger {
         let qs: Vec<Question> = self.answers.keys().filter(|q| q.region == region && answers(q)).copied().collect();
         for q in qs {
             let list = self.answers.get_mut(&q).expect("listed above");
-            for h in list.iter_mut().filter(|h| h.facts.agrees_with(facts)) {
+            for h in list.iter_mut().filter(|h| h.facts.agrees_with(facts) && !h.verified) {
                 h.verified = true;
+                self.verified += 1;
             }
             if !list.iter().any(Held::waits) {
                 self.awaiting.remove(&q);
@@ -277,18 +287,19 @@ impl Ledger {
         });
         self.to_prove.retain(|p| p.worker != worker);
         self.awaiting = self.answers.iter().filter(|(_, l)| l.iter().any(Held::waits)).map(|(q, _)| *q).collect();
+        self.verified = self.answers.values().flatten().filter(|h| h.verified).count() as u64;
         self.answers.iter().flat_map(|(q, l)| l.iter().map(move |h| (*q, h.facts))).collect()
     }
 
     /// Drops the queued searches nothing waits for any more (after a distrust): a result to
     /// verify or a refused one to decide keeps its search, a shared fact's region keeps its
-    /// while `shared_waits` says a fact about it still waits (conflicts are queued again by
-    /// the next frontier). So a worker that disputes many units costs the coordinator the
+    /// while `shared_waits` says a fact about it still waits (in either queue: a search
+    /// given up is queued again first), and conflicts are queued again by the next frontier. So a worker that disputes many units costs the coordinator the
     /// searches under way when it is shown wrong, not one for each dispute. Searches under
     /// way run on: each settles its question either way.
     pub fn drop_unneeded_searches(&mut self, shared_waits: impl Fn(&AnyRegion) -> bool) {
         let (awaiting, refused) = (&self.awaiting, &self.refused);
-        self.to_search.retain(|q| awaiting.contains(q) || refused.contains_key(q));
+        self.to_search.retain(|q| awaiting.contains(q) || refused.contains_key(q) || shared_waits(&q.region));
         self.to_search_later.retain(|q| shared_waits(&q.region));
     }
 

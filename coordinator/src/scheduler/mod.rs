@@ -60,15 +60,18 @@ pub const COORDINATOR: &str = "coordinator";
 /// unfinished results are refused and their units go to others.
 const SPARE_SPLITS: u64 = 64;
 
-/// Splits a job may make whatever its results, and one more for every [`RESULTS_A_SPLIT`]
-/// units answered: honest jobs split one to three units in a hundred (the 7x9 run: 207 of
-/// 6,244 results; 3x23's nimber: 38 of 3,538). A split costs the coordinator units,
-/// whoever asks for it, and identities are free: past this bound, units are handed out
-/// without a node budget (searched whole) and unfinished results are refused.
+/// Splits a job that verifies results may make whatever its results, and
+/// [`SPLITS_A_VERIFIED`] more for every result verified: honest jobs split one to three
+/// units in a hundred (the 7x9 run: 207 of 6,244 results; 3x23's nimber: 38 of 3,538). A
+/// split costs the coordinator units, whoever asks for it, and identities are free: past
+/// this bound, units are handed out without a node budget (searched whole) and unfinished
+/// results are refused. Only verified results earn splits: answers merely held can be lies
+/// that fall with their worker, and splits made cannot be taken back.
 const SPLITS_FREE: u64 = 256;
 
-/// Units answered that earn the job one more split.
-const RESULTS_A_SPLIT: u64 = 8;
+/// Splits each verified result earns (one result in about 30 is verified by default: about
+/// one split for every 8 answered).
+const SPLITS_A_VERIFIED: u64 = 4;
 
 /// No search is faster than this many nodes a second on one thread (fast ones here make a
 /// few million): an unfinished result that came sooner after its lease than its budget at
@@ -78,8 +81,9 @@ const MAX_NODES_PER_SEC: f64 = 1e8;
 /// What a lease request gets.
 #[derive(Debug, PartialEq)]
 pub enum LeaseOutcome {
-    /// Work on this unit under this attempt number.
-    Unit(Question, u64),
+    /// Work on this unit under this attempt number, within this node budget (0: search it
+    /// whole).
+    Unit(Question, u64, u64),
     /// Nothing to hand out now.
     Wait,
     /// The job is solved.
@@ -178,7 +182,8 @@ pub struct Scheduler {
     knowledge: Knowledge,
     /// A unit's node budget: an unfinished result that spent less is absurd.
     unit_nodes: u64,
-    /// Splits the job may make before it earns more ([`SPLITS_FREE`]).
+    /// Splits the job may make before it earns more ([`SPLITS_FREE`]; unbounded in a job
+    /// that verifies nothing, whose workers are trusted threads of the coordinator's own).
     splits_free: u64,
     /// A certified job: results carry proofs, checked before they count.
     certified: bool,
@@ -215,7 +220,7 @@ impl Scheduler {
             certified,
             knowledge: Knowledge::default(),
             unit_nodes,
-            splits_free: SPLITS_FREE,
+            splits_free: if checks == CheckPolicy::NONE { u64::MAX } else { SPLITS_FREE },
             since: Instant::now(),
             resumed_done: 0,
             counters: Counters::default(),
@@ -225,12 +230,13 @@ impl Scheduler {
 
     /// True while the job may split a unit that ran out of budget ([`SPLITS_FREE`]).
     fn may_split(&self) -> bool {
-        self.counters.split < self.splits_free + self.counters.done / RESULTS_A_SPLIT
+        let earned = self.ledger.verified().saturating_mul(SPLITS_A_VERIFIED);
+        self.counters.split < self.splits_free.saturating_add(earned)
     }
 
     /// The node budget of the units handed out now: the unit budget while the job may
     /// split units, else none (0: a unit is searched whole).
-    pub fn node_budget(&self) -> u64 {
+    fn node_budget(&self) -> u64 {
         if self.may_split() {
             self.unit_nodes
         } else {
@@ -463,8 +469,9 @@ impl Scheduler {
         // Units whose proofs were lost come first: the answer waits for them.
         let reprove = self.ledger.to_reprove().iter().copied().find(|q| self.units.is_unleased(q));
         if let Some(q) = reprove {
-            let attempt = self.units.grant(q, worker, slot, None, now);
-            return LeaseOutcome::Unit(q, attempt);
+            let budget = self.node_budget();
+            let attempt = self.units.grant(q, worker, slot, None, budget, now);
+            return LeaseOutcome::Unit(q, attempt, budget);
         }
         let open = &self.frontier.open;
         let free: Vec<(Question, Branch)> =
@@ -473,8 +480,9 @@ impl Scheduler {
         let mine = self.units.affinity(worker, slot).and_then(|b| free.iter().find(|(_, br)| *br == b));
         let pick = mine.or_else(|| free.iter().find(|(_, br)| !busy.contains(br))).or_else(|| free.first());
         let Some(&(q, branch)) = pick else { return LeaseOutcome::Wait };
-        let attempt = self.units.grant(q, worker, slot, Some(branch), now);
-        LeaseOutcome::Unit(q, attempt)
+        let budget = self.node_budget();
+        let attempt = self.units.grant(q, worker, slot, Some(branch), budget, now);
+        LeaseOutcome::Unit(q, attempt, budget)
     }
 
     /// True when `q` still matters: its question is open (in the list, or possibly beyond
@@ -508,7 +516,7 @@ impl Scheduler {
             return false;
         }
         self.units.heartbeat(q, worker, attempt, nodes, now)
-            || self.adopting(now) && self.units.adopt(q, worker, attempt, nodes, now)
+            || self.adopting(now) && self.units.adopt(q, worker, attempt, nodes, self.unit_nodes, now)
     }
 
     /// Decides what a result does, before anything is logged.
@@ -550,8 +558,9 @@ impl Scheduler {
         // Only from the worker the unit was given to, under an attempt it was given (or, in
         // a run's first lease period, a unit it was searching before the restart).
         if !self.units.granted(&q, &s.worker, s.attempt) {
-            let adopted =
-                self.adopting(now) && self.matters(&q) && self.units.adopt(q, &s.worker, s.attempt, s.nodes, now);
+            let adopted = self.adopting(now)
+                && self.matters(&q)
+                && self.units.adopt(q, &s.worker, s.attempt, s.nodes, self.unit_nodes, now);
             if !adopted {
                 return Verdict::Ignore("the unit was not leased to this worker under this attempt");
             }
@@ -578,11 +587,17 @@ impl Scheduler {
             if !live {
                 return Verdict::Ignore("the attempt lost its lease");
             }
-            let lease_age = unit.and_then(|u| u.lease.as_ref()?.since).map(|t| now.saturating_duration_since(t));
-            let too_soon = lease_age.is_some_and(|age| age.as_secs_f64() * MAX_NODES_PER_SEC < self.unit_nodes as f64);
-            if s.nodes < self.unit_nodes || too_soon {
+            let lease = unit.and_then(|u| u.lease.as_ref());
+            let budget = lease.map_or(self.unit_nodes, |l| l.budget);
+            let lease_age = lease.and_then(|l| l.since).map(|t| now.saturating_duration_since(t));
+            let too_soon = lease_age.is_some_and(|age| age.as_secs_f64() * MAX_NODES_PER_SEC < budget as f64);
+            if budget == 0 || s.nodes < budget || too_soon {
                 // Not the unit's fault: it goes to another worker; three strikes and out.
-                let why = "an unfinished result must have searched the unit's node budget";
+                let why = if budget == 0 {
+                    "the unit was leased to be searched whole: an unfinished result is absurd"
+                } else {
+                    "an unfinished result must have searched the unit's node budget"
+                };
                 self.units.drop_lease_of(&q, &s.worker);
                 let out = self.workers.strike(&s.worker);
                 let events = if out { vec![distrust(why)] } else { Vec::new() };

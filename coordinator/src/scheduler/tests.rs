@@ -66,7 +66,7 @@ fn submit(s: &mut Scheduler, x: Submission) -> (Verdict, Vec<Event>) {
 
 fn unit(s: &mut Scheduler, worker: &str, slot: u32, t: Instant) -> (Question, u64) {
     match s.lease(worker, slot, t) {
-        LeaseOutcome::Unit(a, n) => (a, n),
+        LeaseOutcome::Unit(a, n, _) => (a, n),
         other => panic!("no unit for {worker}: {other:?}"),
     }
 }
@@ -124,6 +124,14 @@ fn leases_expire_are_reissued_with_a_new_attempt_and_results_count_once() {
     assert!(matches!(submit(&mut s, sub(&c, u2, 2, truth(u2), true, 10)).0, Verdict::Accept(_)));
     assert!(matches!(submit(&mut s, sub(&b, u2, 1, truth(u2), true, 10)).0, Verdict::Ignore(_)));
     assert_eq!((s.counters.done, s.counters.duplicates), (1, 1));
+    // Heartbeats past twice its node budget extend a lease no more: an unfinished result
+    // was due, and heartbeats alone do not hold a unit for ever.
+    let t1 = t0 + Duration::from_secs(20);
+    let d = s.register("dd", "d", 1, t1).unwrap();
+    let (u3, k) = unit(&mut s, &d, 0, t1);
+    assert!(s.heartbeat(&d, u3, k, 2 * BUDGET, t1 + Duration::from_secs(5)));
+    assert!(s.heartbeat(&d, u3, k, 2 * BUDGET + 1, t1 + Duration::from_secs(14)));
+    assert!(s.expire(t1 + Duration::from_secs(16)).contains(&(u3, d.clone())));
 }
 
 #[test]
@@ -244,7 +252,7 @@ fn a_logged_answer_stays_when_a_false_result_arrives_after_it() {
             None => Facts::exact(f.excluded.trailing_zeros() as u8),
         };
         let nq = Question::nimber(q.region);
-        let k = s.units.grant(nq, &liar, 0, None, t0);
+        let k = s.units.grant(nq, &liar, 0, None, BUDGET, t0);
         let (verdict, _) = submit(&mut s, sub(&liar, nq, k, contra, true, 1));
         (answer, verdict, s.answer(), s.lease(&a, 0, t0))
     };
@@ -457,7 +465,7 @@ fn a_result_that_contradicts_held_facts_is_decided_by_the_coordinators_search() 
     let (u, k) = unit(&mut s, &liar, 0, t0);
     let mut log = submit(&mut s, sub(&liar, u, k, lie(u), true, 9)).1;
     let nq = Question::nimber(u.region);
-    let j = s.units.grant(nq, &honest, 0, None, t0);
+    let j = s.units.grant(nq, &honest, 0, None, BUDGET, t0);
     let (v, events) = submit(&mut s, sub(&honest, nq, j, truth(nq), true, 9));
     assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }), "no proof of a fault yet: {v:?}");
     log.extend(events);
@@ -585,7 +593,7 @@ fn a_result_on_a_question_the_coordinator_searched_already_waits_for_nothing() {
     search_all(&mut s);
     assert!(s.workers.is_distrusted(&liar));
     // A late answer to the same question (the honest worker had it leased too).
-    let j = s.units.grant(u, &honest, 0, None, t0);
+    let j = s.units.grant(u, &honest, 0, None, BUDGET, t0);
     let (v, _) = submit(&mut s, sub(&honest, u, j, truth(u), true, 9));
     assert!(matches!(v, Verdict::Accept(ref r) if !r.verify), "searched already: {v:?}");
     assert!(s.ledger.awaiting().is_empty() && s.next_search().is_none());
@@ -622,44 +630,59 @@ fn the_eta_is_a_lower_bound_while_branches_are_cut() {
 }
 
 #[test]
-fn past_the_jobs_splits_units_are_searched_whole_until_results_earn_more() {
-    let mut s = scheduler(CheckPolicy::NONE);
+fn past_the_jobs_splits_units_are_searched_whole_until_verified_results_earn_more() {
+    let mut s = scheduler(CheckPolicy { sample_one_in: 1, decisive: true });
     s.splits_free = 1;
     let t0 = s.since;
     let a = s.register("aa", "a", 1, t0).unwrap();
     let b = s.register("bb", "b", 1, t0).unwrap();
-    assert_eq!(s.node_budget(), BUDGET);
-    let (u, k) = unit(&mut s, &a, 0, t0);
+    let c = s.register("cc", "c", 1, t0).unwrap();
+    let lease = |s: &mut Scheduler, w: &str| match s.lease(w, 0, t0) {
+        LeaseOutcome::Unit(q, k, budget) => (q, k, budget),
+        other => panic!("no unit for {w}: {other:?}"),
+    };
+    let (u, k, budget) = lease(&mut s, &a);
+    let (v, j, _) = lease(&mut s, &b);
+    assert_eq!(budget, BUDGET);
     assert!(matches!(submit(&mut s, sub(&a, u, k, Facts::UNKNOWN, false, BUDGET)).0, Verdict::Accept(_)));
-    assert_eq!((s.counters.split, s.node_budget()), (1, 0), "the one free split is spent");
-    // Another identity's honest unfinished result is refused without blame.
-    let (v, k) = unit(&mut s, &b, 0, t0);
-    let (verdict, events) = submit(&mut s, sub(&b, v, k, Facts::UNKNOWN, false, BUDGET));
+    assert_eq!(s.counters.split, 1, "the one free split is spent");
+    // Leased with a budget before it was spent: refused without blame.
+    let (verdict, events) = submit(&mut s, sub(&b, v, j, Facts::UNKNOWN, false, BUDGET));
     let Verdict::Refuse { disconnect, reason, .. } = verdict else { panic!("{verdict:?}") };
-    assert!(!disconnect && events.is_empty(), "{reason}");
-    assert!(reason.contains("splits no more units"), "{reason}");
+    assert!(!disconnect && events.is_empty() && reason.contains("splits no more units"), "{reason}");
     assert!(s.units.get(&v).unwrap().lease.is_none(), "the unit goes to a worker that searches it whole");
-    assert!(matches!(s.caller("bb", t0), Caller::Known(_)), "b is not distrusted");
+    assert_eq!(s.workers.get_mut(&b).unwrap().strikes, 0, "b is not blamed");
+    // Leased now, a unit is to be searched whole: an unfinished result of it is absurd.
+    let (w, i, budget) = lease(&mut s, &c);
+    assert_eq!(budget, 0);
+    let verdict = submit(&mut s, sub(&c, w, i, Facts::UNKNOWN, false, BUDGET)).0;
+    let Verdict::Refuse { reason, .. } = verdict else { panic!("{verdict:?}") };
+    assert!(reason.contains("searched whole"), "{reason}");
+    assert_eq!(s.workers.get_mut(&c).unwrap().strikes, 1, "c is struck");
     assert_eq!(s.counters.split, 1);
-    // Answers earn splits back: one for every RESULTS_A_SPLIT.
-    for n in 1..=RESULTS_A_SPLIT {
-        assert_eq!(s.node_budget(), 0, "after {} answers", n - 1);
-        let (w, k) = unit(&mut s, &b, 0, t0);
-        assert!(matches!(submit(&mut s, sub(&b, w, k, truth(w), true, 10)).0, Verdict::Accept(_)));
-    }
-    assert_eq!(s.node_budget(), BUDGET);
+    // Answers held earn nothing until a verification agrees with one.
+    let (x, k, _) = lease(&mut s, &b);
+    assert!(matches!(submit(&mut s, sub(&b, x, k, truth(x), true, 10)).0, Verdict::Accept(_)));
+    assert_eq!((s.ledger.verified(), s.node_budget()), (0, 0));
+    search_all(&mut s);
+    assert_eq!(s.ledger.verified(), 1);
+    assert_eq!(lease(&mut s, &b).2, BUDGET, "a verified result earns splits");
 }
 
 #[test]
 fn once_a_disputer_is_shown_wrong_its_other_disputes_are_not_searched() {
-    let mut s = scheduler(CheckPolicy::NONE);
+    // Every result is verified: the honest answers' searches must survive the drop.
+    let policy = CheckPolicy { sample_one_in: 1, decisive: true };
+    let mut s = scheduler(policy);
     let t0 = s.since;
     let honest = s.register("22", "honest", 3, t0).unwrap();
     let liar = s.register("11", "liar", 3, t0).unwrap();
-    let mut answered = Vec::new();
+    let (mut answered, mut log) = (Vec::new(), Vec::new());
     for slot in 0..3 {
         let (u, k) = unit(&mut s, &honest, slot, t0);
-        assert!(matches!(submit(&mut s, sub(&honest, u, k, truth(u), true, 9)).0, Verdict::Accept(_)));
+        let (verdict, events) = submit(&mut s, sub(&honest, u, k, truth(u), true, 9));
+        assert!(matches!(verdict, Verdict::Accept(_)));
+        log.extend(events);
         answered.push(u);
     }
     // The liar, asked other questions about the same regions, contradicts each answer:
@@ -670,16 +693,29 @@ fn once_a_disputer_is_shown_wrong_its_other_disputes_are_not_searched() {
             Query::Nimber => (Question { region: u.region, query: Query::IsValue(v) }, v + 1),
             Query::IsValue(j) => (Question::nimber(u.region), if j == v { v + 1 } else { j }),
         };
-        let k = s.units.grant(d, &liar, slot as u32, None, t0);
-        let verdict = submit(&mut s, sub(&liar, d, k, Facts::exact(claim), true, 9)).0;
+        let k = s.units.grant(d, &liar, slot as u32, None, BUDGET, t0);
+        let (verdict, events) = submit(&mut s, sub(&liar, d, k, Facts::exact(claim), true, 9));
         assert!(matches!(verdict, Verdict::Refuse { disconnect: false, .. }), "{verdict:?}");
+        log.extend(events);
     }
-    // The first search shows it wrong; the other two disputes are not searched.
-    let q = s.next_search().expect("a dispute to decide");
-    for e in s.searched(q, truth(q), 100, 1) {
-        s.apply(&e);
+    // The first search shows it wrong; of the rest only the honest answers' verifications
+    // are searched, and then nothing waits.
+    let mut searched = Vec::new();
+    while let Some(q) = s.next_search() {
+        searched.push(q);
+        for e in s.searched(q, truth(q), 100, 1) {
+            s.apply(&e);
+            log.push(e);
+        }
     }
     assert!(s.workers.is_distrusted(&liar) && !s.workers.is_distrusted(&honest));
-    assert_eq!(s.next_search(), None, "nothing waits for another search");
+    assert_eq!(searched, answered, "the liar's other two disputes were not searched");
+    assert_eq!(s.ledger.verified(), 3);
     assert!(s.ledger.is_quiet());
+    // A replay of the log comes to the same: nothing left to search.
+    let mut replayed = scheduler(policy);
+    replayed.replay(&log);
+    assert!(replayed.workers.is_distrusted(&liar) && replayed.ledger.verified() == 3);
+    assert_eq!(replayed.next_search(), None);
+    assert!(replayed.ledger.is_quiet());
 }

@@ -30,6 +30,9 @@ pub struct Lease {
     pub deadline: Instant,
     /// Nodes searched so far (from heartbeats).
     pub nodes: u64,
+    /// The node budget it was handed out with (0: to be searched whole); an unfinished
+    /// result is judged against it.
+    pub budget: u64,
 }
 
 /// One unit's state.
@@ -126,8 +129,16 @@ impl Units {
     }
 
     /// Hands `q` to thread `slot` of `worker` under the next attempt number, which it
-    /// returns.
-    pub fn grant(&mut self, q: Question, worker: &str, slot: u32, branch: Option<Branch>, now: Instant) -> u64 {
+    /// returns, with a node budget of `budget` (0: to be searched whole).
+    pub fn grant(
+        &mut self,
+        q: Question,
+        worker: &str,
+        slot: u32,
+        branch: Option<Branch>,
+        budget: u64,
+        now: Instant,
+    ) -> u64 {
         if let Some(b) = branch {
             self.affinity.insert((worker.to_string(), slot), b);
         }
@@ -141,6 +152,7 @@ impl Units {
             since: Some(now),
             deadline,
             nodes: 0,
+            budget,
         });
         unit.grants.push((worker.to_string(), unit.attempt));
         unit.attempt
@@ -154,8 +166,11 @@ impl Units {
     /// Gives `q`, which nobody holds, to `worker` under the attempt it searches it with (it
     /// was leased before a coordinator restart); false when someone holds it, or when the
     /// attempt is above [`MAX_ADOPTED_ATTEMPT`] (no run grants that many: a client that says
-    /// so would push the unit's attempts past what they can count).
-    pub fn adopt(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, now: Instant) -> bool {
+    /// so would push the unit's attempts past what they can count). The budget it was leased
+    /// with is not known: it gets `budget` (the unit budget, against which no honest
+    /// worker's unfinished result is absurd; a worker searching it whole may lose the lease
+    /// past twice that, costing time, never blame).
+    pub fn adopt(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, budget: u64, now: Instant) -> bool {
         if attempt > MAX_ADOPTED_ATTEMPT {
             return false;
         }
@@ -165,15 +180,18 @@ impl Units {
             return false;
         }
         unit.attempt = unit.attempt.max(attempt);
-        unit.lease = Some(Lease { branch: None, worker: worker.to_string(), attempt, since: None, deadline, nodes });
+        unit.lease =
+            Some(Lease { branch: None, worker: worker.to_string(), attempt, since: None, deadline, nodes, budget });
         unit.grants.push((worker.to_string(), attempt));
         tracing::info!(unit = %q, worker, attempt, "adopted a unit the worker was already searching");
         true
     }
 
     /// A heartbeat of `worker` for attempt `attempt` of `q`, which still matters: extends
-    /// the lease while nodes grow. False when the worker should stop (split, not its lease,
-    /// or nobody's: see [`Units::adopt`]).
+    /// the lease while nodes grow, and for a lease with a node budget only up to twice that
+    /// (past its budget an honest worker sends its unfinished result, so one that only
+    /// sends heartbeats cannot hold the unit for ever). False when the worker should stop
+    /// (split, not its lease, or nobody's: see [`Units::adopt`]).
     pub fn heartbeat(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, now: Instant) -> bool {
         let lease = self.lease;
         let Some(unit) = self.units.get_mut(&q) else { return false };
@@ -183,7 +201,9 @@ impl Units {
         match &mut unit.lease {
             Some(l) if l.worker == worker && l.attempt == attempt => {
                 if nodes > l.nodes {
-                    l.deadline = now + lease;
+                    if l.budget == 0 || nodes <= l.budget.saturating_mul(2) {
+                        l.deadline = now + lease;
+                    }
                     l.nodes = nodes;
                 }
                 true
