@@ -515,7 +515,7 @@ impl Scheduler {
             }
             return false;
         }
-        self.units.heartbeat(q, worker, attempt, nodes, now)
+        self.units.heartbeat(q, worker, attempt, nodes, !self.certified, now)
             || self.adopting(now) && self.units.adopt(q, worker, attempt, nodes, self.unit_nodes, now)
     }
 

@@ -129,8 +129,9 @@ fn leases_expire_are_reissued_with_a_new_attempt_and_results_count_once() {
     let t1 = t0 + Duration::from_secs(20);
     let d = s.register("dd", "d", 1, t1).unwrap();
     let (u3, k) = unit(&mut s, &d, 0, t1);
-    assert!(s.heartbeat(&d, u3, k, 2 * BUDGET, t1 + Duration::from_secs(5)));
-    assert!(s.heartbeat(&d, u3, k, 2 * BUDGET + 1, t1 + Duration::from_secs(14)));
+    let most = 2 * BUDGET + (1 << 16);
+    assert!(s.heartbeat(&d, u3, k, most, t1 + Duration::from_secs(5)));
+    assert!(s.heartbeat(&d, u3, k, most + 1, t1 + Duration::from_secs(14)));
     assert!(s.expire(t1 + Duration::from_secs(16)).contains(&(u3, d.clone())));
 }
 
@@ -718,4 +719,16 @@ fn once_a_disputer_is_shown_wrong_its_other_disputes_are_not_searched() {
     assert!(replayed.workers.is_distrusted(&liar) && replayed.ledger.verified() == 3);
     assert_eq!(replayed.next_search(), None);
     assert!(replayed.ledger.is_quiet());
+}
+
+#[test]
+fn in_a_certified_job_heartbeats_past_the_budget_still_extend_the_lease() {
+    // The proof after a search has no budget: its progress keeps the lease.
+    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
+    let mut s = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &a, 0, t0);
+    assert!(s.heartbeat(&a, u, k, u64::MAX / 2, t0 + Duration::from_secs(9)));
+    assert!(s.expire(t0 + Duration::from_secs(16)).is_empty(), "the lease was extended");
 }

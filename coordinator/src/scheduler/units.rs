@@ -35,6 +35,9 @@ pub struct Lease {
     pub budget: u64,
 }
 
+/// Nodes a search may go past its budget before it looks (the engine looks every 4,096).
+const OVERSHOOT: u64 = 1 << 16;
+
 /// One unit's state.
 #[derive(Debug, Default)]
 pub struct Unit {
@@ -188,11 +191,21 @@ impl Units {
     }
 
     /// A heartbeat of `worker` for attempt `attempt` of `q`, which still matters: extends
-    /// the lease while nodes grow, and for a lease with a node budget only up to twice that
-    /// (past its budget an honest worker sends its unfinished result, so one that only
-    /// sends heartbeats cannot hold the unit for ever). False when the worker should stop
-    /// (split, not its lease, or nobody's: see [`Units::adopt`]).
-    pub fn heartbeat(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, now: Instant) -> bool {
+    /// the lease while nodes grow. When `capped` (a plain job: nothing but the search
+    /// counts nodes), a lease with a node budget only up to twice that and [`OVERSHOOT`]:
+    /// past its budget an honest worker sends its unfinished result, so one that only
+    /// sends heartbeats cannot hold the unit for ever (in a certified job the proof that
+    /// follows a search has no budget). False when the worker should stop (split, not its
+    /// lease, or nobody's: see [`Units::adopt`]).
+    pub fn heartbeat(
+        &mut self,
+        q: Question,
+        worker: &str,
+        attempt: u64,
+        nodes: u64,
+        capped: bool,
+        now: Instant,
+    ) -> bool {
         let lease = self.lease;
         let Some(unit) = self.units.get_mut(&q) else { return false };
         if unit.split {
@@ -201,7 +214,7 @@ impl Units {
         match &mut unit.lease {
             Some(l) if l.worker == worker && l.attempt == attempt => {
                 if nodes > l.nodes {
-                    if l.budget == 0 || nodes <= l.budget.saturating_mul(2) {
+                    if !capped || l.budget == 0 || nodes <= l.budget.saturating_mul(2).saturating_add(OVERSHOOT) {
                         l.deadline = now + lease;
                     }
                     l.nodes = nodes;
