@@ -182,8 +182,8 @@ pub struct Scheduler {
     knowledge: Knowledge,
     /// A unit's node budget: an unfinished result that spent less is absurd.
     unit_nodes: u64,
-    /// Splits the job may make before it earns more ([`SPLITS_FREE`]; unbounded in a job
-    /// that verifies nothing, whose workers are trusted threads of the coordinator's own).
+    /// Splits the job may make before it earns more ([`SPLITS_FREE`]; unbounded in a plain
+    /// job that verifies nothing, whose workers are trusted threads of the coordinator's own).
     splits_free: u64,
     /// A certified job: results carry proofs, checked before they count.
     certified: bool,
@@ -220,7 +220,7 @@ impl Scheduler {
             certified,
             knowledge: Knowledge::default(),
             unit_nodes,
-            splits_free: if checks == CheckPolicy::NONE { u64::MAX } else { SPLITS_FREE },
+            splits_free: if checks == CheckPolicy::NONE && !certified { u64::MAX } else { SPLITS_FREE },
             since: Instant::now(),
             resumed_done: 0,
             counters: Counters::default(),
@@ -469,9 +469,10 @@ impl Scheduler {
         // Units whose proofs were lost come first: the answer waits for them.
         let reprove = self.ledger.to_reprove().iter().copied().find(|q| self.units.is_unleased(q));
         if let Some(q) = reprove {
-            let budget = self.node_budget();
-            let attempt = self.units.grant(q, worker, slot, None, budget, now);
-            return LeaseOutcome::Unit(q, attempt, budget);
+            // Searched whole: an unfinished result of an answered unit is ignored, so a
+            // budget would send it out again and again.
+            let attempt = self.units.grant(q, worker, slot, None, 0, now);
+            return LeaseOutcome::Unit(q, attempt, 0);
         }
         let open = &self.frontier.open;
         let free: Vec<(Question, Branch)> =
@@ -516,7 +517,7 @@ impl Scheduler {
             return false;
         }
         self.units.heartbeat(q, worker, attempt, nodes, !self.certified, now)
-            || self.adopting(now) && self.units.adopt(q, worker, attempt, nodes, self.unit_nodes, now)
+            || self.adopting(now) && self.units.adopt(q, worker, attempt, nodes, now)
     }
 
     /// Decides what a result does, before anything is logged.
@@ -558,9 +559,8 @@ impl Scheduler {
         // Only from the worker the unit was given to, under an attempt it was given (or, in
         // a run's first lease period, a unit it was searching before the restart).
         if !self.units.granted(&q, &s.worker, s.attempt) {
-            let adopted = self.adopting(now)
-                && self.matters(&q)
-                && self.units.adopt(q, &s.worker, s.attempt, s.nodes, self.unit_nodes, now);
+            let adopted =
+                self.adopting(now) && self.matters(&q) && self.units.adopt(q, &s.worker, s.attempt, s.nodes, now);
             if !adopted {
                 return Verdict::Ignore("the unit was not leased to this worker under this attempt");
             }
@@ -588,10 +588,21 @@ impl Scheduler {
                 return Verdict::Ignore("the attempt lost its lease");
             }
             let lease = unit.and_then(|u| u.lease.as_ref());
-            let budget = lease.map_or(self.unit_nodes, |l| l.budget);
+            let adopted = lease.is_some_and(|l| l.budget.is_none());
+            let budget = lease.and_then(|l| l.budget).unwrap_or(self.unit_nodes);
             let lease_age = lease.and_then(|l| l.since).map(|t| now.saturating_duration_since(t));
             let too_soon = lease_age.is_some_and(|age| age.as_secs_f64() * MAX_NODES_PER_SEC < budget as f64);
-            if budget == 0 || s.nodes < budget || too_soon {
+            let short = budget == 0 || s.nodes < budget || too_soon;
+            if short && adopted {
+                // Leased before a restart, with a budget not known here: no blame.
+                self.units.drop_lease_of(&q, &s.worker);
+                return Verdict::Refuse {
+                    events: Vec::new(),
+                    reason: "an unfinished result of a unit adopted after a restart, short of this run's budget; the unit goes to another worker".into(),
+                    disconnect: false,
+                };
+            }
+            if short {
                 // Not the unit's fault: it goes to another worker; three strikes and out.
                 let why = if budget == 0 {
                     "the unit was leased to be searched whole: an unfinished result is absurd"

@@ -168,6 +168,13 @@ fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
     // A worker still searching a unit of the previous run keeps it, by heartbeat or result.
     assert!(s.heartbeat(&a, open[0], 7, 100, t0 + Duration::from_secs(1)));
     assert!(matches!(submit(&mut s, sub(&a, open[1], 3, truth(open[1]), true, 10)).0, Verdict::Accept(_)));
+    // Its budget is not known (it may have been leased to be searched whole): heartbeats
+    // past any budget keep it, and an unfinished result short of this run's is no fault.
+    assert!(s.heartbeat(&a, open[0], 7, 100 * BUDGET, t0 + Duration::from_secs(2)));
+    assert!(s.expire(t0 + Duration::from_secs(11)).is_empty(), "the adopted lease was extended");
+    let (v, events) = submit(&mut s, sub(&a, open[0], 7, Facts::UNKNOWN, false, BUDGET - 1));
+    assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }) && events.is_empty(), "{v:?}");
+    assert_eq!(s.workers.get_mut(&a).unwrap().strikes, 0);
     // An attempt no run grants is not adopted (the next lease's attempt would overflow).
     assert!(!s.heartbeat(&a, open[2], u64::MAX, 100, t0 + Duration::from_secs(1)));
     // After the first lease period, nobody adopts anything.
@@ -721,14 +728,38 @@ fn once_a_disputer_is_shown_wrong_its_other_disputes_are_not_searched() {
     assert!(replayed.ledger.is_quiet());
 }
 
+fn certified_scheduler() -> Scheduler {
+    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
+    Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true)
+}
+
 #[test]
 fn in_a_certified_job_heartbeats_past_the_budget_still_extend_the_lease() {
     // The proof after a search has no budget: its progress keeps the lease.
-    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
-    let mut s = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true);
+    let mut s = certified_scheduler();
     let t0 = s.since;
     let a = s.register("aa", "a", 1, t0).unwrap();
     let (u, k) = unit(&mut s, &a, 0, t0);
     assert!(s.heartbeat(&a, u, k, u64::MAX / 2, t0 + Duration::from_secs(9)));
     assert!(s.expire(t0 + Duration::from_secs(16)).is_empty(), "the lease was extended");
+}
+
+#[test]
+fn a_unit_proved_again_is_searched_whole() {
+    // A held result without its proof is proved again; an unfinished result of an answered
+    // unit would be ignored, so a budget would hand it out again and again.
+    let mut s = certified_scheduler();
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &a, 0, t0);
+    let mut answer = sub(&a, u, k, truth(u), true, 10);
+    answer.proof = vec![1];
+    let (verdict, events) = submit(&mut s, answer);
+    assert!(matches!(verdict, Verdict::Accept(_)), "{verdict:?}");
+    for e in &events {
+        s.apply(e);
+    }
+    assert!(s.ledger.to_reprove().contains(&u), "logged without a proof file: proved again");
+    assert_eq!(s.lease(&a, 0, t0), LeaseOutcome::Unit(u, k + 1, 0));
+    assert_eq!(s.units.get(&u).unwrap().lease.as_ref().unwrap().budget, Some(0), "the lease says so too");
 }

@@ -30,9 +30,10 @@ pub struct Lease {
     pub deadline: Instant,
     /// Nodes searched so far (from heartbeats).
     pub nodes: u64,
-    /// The node budget it was handed out with (0: to be searched whole); an unfinished
+    /// The node budget it was handed out with (0: to be searched whole; none: adopted after a
+    /// restart, not known); an unfinished
     /// result is judged against it.
-    pub budget: u64,
+    pub budget: Option<u64>,
 }
 
 /// Nodes a search may go past its budget before it looks (the engine looks every 4,096).
@@ -155,7 +156,7 @@ impl Units {
             since: Some(now),
             deadline,
             nodes: 0,
-            budget,
+            budget: Some(budget),
         });
         unit.grants.push((worker.to_string(), unit.attempt));
         unit.attempt
@@ -170,10 +171,9 @@ impl Units {
     /// was leased before a coordinator restart); false when someone holds it, or when the
     /// attempt is above [`MAX_ADOPTED_ATTEMPT`] (no run grants that many: a client that says
     /// so would push the unit's attempts past what they can count). The budget it was leased
-    /// with is not known: it gets `budget` (the unit budget, against which no honest
-    /// worker's unfinished result is absurd; a worker searching it whole may lose the lease
-    /// past twice that, costing time, never blame).
-    pub fn adopt(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, budget: u64, now: Instant) -> bool {
+    /// with is not known (the earlier run may have had another `--unit-nodes`, or have
+    /// leased it to be searched whole): the lease has none.
+    pub fn adopt(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, now: Instant) -> bool {
         if attempt > MAX_ADOPTED_ATTEMPT {
             return false;
         }
@@ -183,8 +183,15 @@ impl Units {
             return false;
         }
         unit.attempt = unit.attempt.max(attempt);
-        unit.lease =
-            Some(Lease { branch: None, worker: worker.to_string(), attempt, since: None, deadline, nodes, budget });
+        unit.lease = Some(Lease {
+            branch: None,
+            worker: worker.to_string(),
+            attempt,
+            since: None,
+            deadline,
+            nodes,
+            budget: None,
+        });
         unit.grants.push((worker.to_string(), attempt));
         tracing::info!(unit = %q, worker, attempt, "adopted a unit the worker was already searching");
         true
@@ -192,7 +199,7 @@ impl Units {
 
     /// A heartbeat of `worker` for attempt `attempt` of `q`, which still matters: extends
     /// the lease while nodes grow. When `capped` (a plain job: nothing but the search
-    /// counts nodes), a lease with a node budget only up to twice that and [`OVERSHOOT`]:
+    /// counts nodes), a lease with a known node budget only up to twice that and [`OVERSHOOT`]:
     /// past its budget an honest worker sends its unfinished result, so one that only
     /// sends heartbeats cannot hold the unit for ever (in a certified job the proof that
     /// follows a search has no budget). False when the worker should stop (split, not its
@@ -214,7 +221,8 @@ impl Units {
         match &mut unit.lease {
             Some(l) if l.worker == worker && l.attempt == attempt => {
                 if nodes > l.nodes {
-                    if !capped || l.budget == 0 || nodes <= l.budget.saturating_mul(2).saturating_add(OVERSHOOT) {
+                    let within = |b: u64| b == 0 || nodes <= b.saturating_mul(2).saturating_add(OVERSHOOT);
+                    if !capped || l.budget.is_none_or(within) {
                         l.deadline = now + lease;
                     }
                     l.nodes = nodes;
