@@ -265,6 +265,59 @@ fn oversized_and_absurd_results_are_refused() {
     assert!(results(&state).iter().all(|r| r["nodes"].as_u64().unwrap() <= 1 << 48));
 }
 
+/// Splits bought with identities (the review's third item): five identities of one client
+/// each send as many unfinished results as the coordinator takes, claiming the budget. The
+/// job splits 256 units and no more, whoever asks (each identity alone could split 64);
+/// then units go out to be searched whole (an unfinished result of one is refused as
+/// absurd), and an honest worker ends 5x7 with the published value, nobody distrusted.
+#[test]
+fn splits_bought_with_free_identities_are_bounded_per_job() {
+    let dir = scratch("splits");
+    let state = dir.join("state");
+    let job = "5x7";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &["--unit-nodes", "1000"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (split, refused, whole) = rt.block_on(async {
+        let (mut split, mut refused) = (0, Vec::new());
+        for name in ["s1", "s2", "s3", "s4", "s5"] {
+            let mut m = ProtoClient::new(&c.url, name);
+            m.register(PATIENCE).await.unwrap();
+            loop {
+                let unit = m.unit().await.unwrap().expect("a unit");
+                let req = pb::SubmitRequest {
+                    unit_id: unit.unit_id.clone(),
+                    attempt: unit.attempt,
+                    region: unit.region.clone(),
+                    finished: false,
+                    nodes: unit.node_budget,
+                    ..Default::default()
+                };
+                match m.client.submit(req).await {
+                    Ok(r) if r.get_ref().recorded => split += 1,
+                    Ok(_) => {}
+                    Err(e) => {
+                        refused.push(e.message().to_string());
+                        break;
+                    }
+                }
+            }
+        }
+        // What a unit is leased with now: no budget.
+        let mut m = ProtoClient::new(&c.url, "later");
+        m.register(PATIENCE).await.unwrap();
+        let whole = m.unit().await.unwrap().expect("a unit").node_budget;
+        (split, refused, whole)
+    });
+    assert_eq!(split, 256, "refusals: {refused:?}");
+    assert!(refused.iter().any(|r| r.contains("searched whole")), "{refused:?}");
+    assert_eq!(whole, 0, "units are searched whole");
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(result_of(c, 600), want[job].clone(), "the published value");
+    assert!(wait(&mut w, PATIENCE, "worker").success());
+    assert!(distrusted(&state).is_empty(), "nobody was distrusted: {:?}", distrusted(&state));
+}
+
 /// A certified 5x6 job against client `name`, which sends a finished result on a unit (the
 /// right answer, or a lie when `lie`) with `proof`: the result is recorded, then the
 /// proof's check disconnects the client. With `no_proof_first`, the client first sends a
