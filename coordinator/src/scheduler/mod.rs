@@ -593,16 +593,7 @@ impl Scheduler {
             let lease_age = lease.and_then(|l| l.since).map(|t| now.saturating_duration_since(t));
             let too_soon = lease_age.is_some_and(|age| age.as_secs_f64() * MAX_NODES_PER_SEC < budget as f64);
             let short = budget == 0 || s.nodes < budget || too_soon;
-            if short && adopted {
-                // Leased before a restart, with a budget not known here: no blame.
-                self.units.drop_lease_of(&q, &s.worker);
-                return Verdict::Refuse {
-                    events: Vec::new(),
-                    reason: "an unfinished result of a unit adopted after a restart, short of this run's budget; the unit goes to another worker".into(),
-                    disconnect: false,
-                };
-            }
-            if short {
+            if short && !adopted {
                 // Not the unit's fault: it goes to another worker; three strikes and out.
                 let why = if budget == 0 {
                     "the unit was leased to be searched whole: an unfinished result is absurd"
@@ -614,23 +605,20 @@ impl Scheduler {
                 let events = if out { vec![distrust(why)] } else { Vec::new() };
                 return Verdict::Refuse { events, reason: why.to_string(), disconnect: out };
             }
-            if !self.may_split() {
+            let pass_on = if short {
+                // Leased before a restart, with a budget not known here.
+                Some("an unfinished result of a unit adopted after a restart, short of this run's budget; the unit goes to another worker")
+            } else if !self.may_split() {
+                Some("the job splits no more units for now; the unit goes to a worker that searches it whole")
+            } else if self.workers.get_mut(&s.worker).is_some_and(|w| w.unfinished >= SPARE_SPLITS + 2 * w.finished) {
+                Some("too many unfinished results for the units finished; the unit goes to another worker")
+            } else {
+                None
+            };
+            if let Some(reason) = pass_on {
+                // No blame: the unit goes to another worker.
                 self.units.drop_lease_of(&q, &s.worker);
-                return Verdict::Refuse {
-                    events: Vec::new(),
-                    reason: "the job splits no more units for now; the unit goes to a worker that searches it whole"
-                        .into(),
-                    disconnect: false,
-                };
-            }
-            if self.workers.get_mut(&s.worker).is_some_and(|w| w.unfinished >= SPARE_SPLITS + 2 * w.finished) {
-                self.units.drop_lease_of(&q, &s.worker);
-                return Verdict::Refuse {
-                    events: Vec::new(),
-                    reason: "too many unfinished results for the units finished; the unit goes to another worker"
-                        .into(),
-                    disconnect: false,
-                };
+                return Verdict::Refuse { events: Vec::new(), reason: reason.into(), disconnect: false };
             }
             return Verdict::Accept(record(false));
         }
