@@ -319,7 +319,6 @@ fn simulate(
                     // A certified result must carry a proof; the simulation reads none.
                     proof: if log.plain { vec![0] } else { Vec::new() },
                     shared: Vec::new(),
-                    uses: Vec::new(),
                 };
                 let mut solved = false;
                 let mut accepted = false;

@@ -236,7 +236,7 @@ fn oversized_and_absurd_results_are_refused() {
         let unit = m.unit().await.unwrap().expect("a unit");
         let region = cram_proto::region_from_pb(unit.region.as_ref()).unwrap();
         let fact = cram_engine::SharedFact { region, facts: cram_engine::Facts::UNKNOWN, nodes: 1 };
-        let many = vec![cram_proto::shared_to_pb(&fact, ""); 20_000];
+        let many = vec![cram_proto::shared_to_pb(&fact); 20_000];
         let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
         let e = m.submit(&unit, &unit.unit_id, right, many).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{e}");
@@ -365,14 +365,7 @@ fn a_certified_job_finds_out(
             ..Default::default()
         };
         assert!(m.client.submit(req).await.unwrap().into_inner().recorded);
-        let started = Instant::now();
-        loop {
-            match m.client.lease(pb::LeaseRequest { slot: 0 }).await {
-                Err(e) if e.code() == Code::PermissionDenied => break true,
-                _ if started.elapsed() > Duration::from_secs(PATIENCE) => break false,
-                _ => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        m.disconnected_within(PATIENCE).await
     });
     assert!(out, "a proof that does not check, or does not show its answer, disconnects its worker");
     let (mut w, _) = start_worker(&dir, &c.url, &[]);
@@ -458,11 +451,82 @@ fn shared_facts_the_job_did_not_ask_for_are_dropped() {
         let huge = cram_engine::region::AnyRegion::from_dense(10, 10, ((1u128 << 100) - 1) & !1).unwrap();
         let fact = cram_engine::SharedFact { region: huge, facts: cram_engine::Facts::UNKNOWN, nodes: 1 << 40 };
         let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
-        let reply = m.submit(&unit, &unit.unit_id, right, vec![cram_proto::shared_to_pb(&fact, ""); 4]).await;
+        let reply = m.submit(&unit, &unit.unit_id, right, vec![cram_proto::shared_to_pb(&fact); 4]).await;
         assert!(reply.is_ok_and(|r| r.recorded));
     });
     let (mut w, _) = start_worker(&dir, &c.url, &[]);
     assert_eq!(result_of(c, PATIENCE), want[job].clone());
     assert!(wait(&mut w, PATIENCE, "worker").success());
     assert!(results(&state).iter().all(|r| r["shared"].as_array().is_none_or(|a| a.is_empty())));
+}
+
+/// A worker that shares a true fact (verified by the coordinator, then loaded by an honest
+/// worker) and afterwards lies takes down only its own answers: the honest worker's results
+/// searched with the fact in its tables stay, no unit is solved twice, and 4x11 ends with the
+/// engine's value. (Before 2026-12-07 the fact's origin falling discarded every result that
+/// loaded it and made the honest worker drop its tables, cache and units under way.)
+#[test]
+fn a_liar_whose_true_facts_were_loaded_takes_no_honest_work_down() {
+    use cram_engine::{Config, DbSet, Facts, Solver};
+    let dir = scratch("mole");
+    let state = dir.join("state");
+    let job = "4x11";
+    let want = engine(&[job], &[]);
+    // Every result verified (the lie below is caught for sure); facts of regions of 20 cells
+    // or more shared; leases that outlast the test (the client sends no heartbeats).
+    let args = ["--check-one-in", "1", "--share-min-cells", "20", "--share-min-nodes", "10000", "--lease-secs", "900"];
+    let c = start_coordinator(&dir, &state, job, &args);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_runtime = rt.enter();
+    let mut mole = ProtoClient::new(&c.url, "mole");
+    let id = mole.id();
+    // A unit answered truly, with a true fact.
+    let first = rt.block_on(async {
+        mole.register(PATIENCE).await.unwrap();
+        mole.unit().await.unwrap().expect("a unit")
+    });
+    let region = cram_proto::region_from_pb(first.region.as_ref()).unwrap();
+    let mut solver = Solver::new(&Config { tt_bytes: 64 << 20, pairing: true }, std::sync::Arc::new(DbSet::default()));
+    let target = cram_engine::options::options(&region)
+        .into_iter()
+        .flat_map(|c| c.regions)
+        .find(|r| r.cells() >= 20 && solver.settled_value(r).is_none())
+        .expect("an option with a large region");
+    let fact = cram_engine::SharedFact {
+        region: target,
+        facts: Facts::exact(solver.nimber(target).unwrap()),
+        nodes: 1_000_000,
+    };
+    let (right, _) = truth_and_lie(&first, u64::MAX).unwrap();
+    let reply = rt.block_on(mole.submit(&first, &first.unit_id, right, vec![cram_proto::shared_to_pb(&fact)])).unwrap();
+    assert!(reply.recorded);
+    // An honest worker is handed the fact (once the coordinator verified it) and answers
+    // the unit it leased with it.
+    let (mut honest, _) = start_worker(&dir, &c.url, &["--name", "honest"]);
+    let honest_results =
+        || results(&state).iter().filter(|r| r["worker"].as_str().unwrap().starts_with("honest#")).count();
+    let mut before = None;
+    wait_for("the fact handed out and a result searched with it", PATIENCE, || {
+        match before {
+            None if status_now(&c.url)["units"]["facts_handed_out"].as_u64() >= Some(1) => {
+                before = Some(honest_results())
+            }
+            Some(n) => return honest_results() > n,
+            None => {}
+        }
+        false
+    });
+    // Then a lie about a unit leased now, caught by the coordinator's search: the mole is
+    // disconnected.
+    let caught = rt.block_on(async {
+        let next = mole.unit().await.unwrap().expect("a unit to lie about");
+        let (_, wrong) = truth_and_lie(&next, u64::MAX).unwrap();
+        assert!(mole.submit(&next, &next.unit_id, wrong, Vec::new()).await.unwrap().recorded, "the lie was not taken");
+        mole.disconnected_within(PATIENCE).await
+    });
+    assert!(caught, "the lie did not disconnect the mole");
+    assert_eq!(result_of(c, 300), want[job].clone(), "the answer is the engine's");
+    assert!(wait(&mut honest, PATIENCE, "honest worker").success());
+    assert_eq!(distrusted(&state), vec![id]);
+    no_unit_solved_twice(&state);
 }

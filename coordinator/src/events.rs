@@ -96,10 +96,8 @@ pub struct ResultRecord {
     /// (knowledge shared across machines).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared: Vec<SharedFact>,
-    /// The workers whose shared facts the worker's tables held when it searched: if one of
-    /// them is found wrong, this result is discarded with theirs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub uses: Vec<String>,
+    // Logs of earlier builds may hold `uses` (the workers whose shared facts the search's
+    // tables held): read and ignored, since every fact handed out is verified first.
 }
 
 impl ResultRecord {

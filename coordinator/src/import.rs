@@ -2,8 +2,8 @@
 //! nimber job starts from what an outcome job of the same board established (its "is the
 //! value 0?" answers), a job on a new machine from a job whose proofs are elsewhere.
 //!
-//! What is taken: the finished results the earlier log kept (those of workers it distrusted,
-//! or resting on their facts, are left out), the coordinator's own answers among them, in
+//! What is taken: the finished results the earlier log kept (those of workers it distrusted
+//! are left out), the coordinator's own answers among them, in
 //! the order the earlier job checked their proofs. They are written into the new job's log
 //! after an [`Event::Imported`] line naming the source, so the new log alone resumes the
 //! new job. In a certified job each result's proof is read from the source's `proofs/` and
@@ -110,9 +110,7 @@ pub fn read(source: &Path, job: &JobRecord, proof_memory: u64) -> Result<Import,
             _ => None,
         })
         .collect();
-    let kept = |r: &ResultRecord| {
-        r.finished && !distrusted.contains(r.worker.as_str()) && !r.uses.iter().any(|w| distrusted.contains(w.as_str()))
-    };
+    let kept = |r: &ResultRecord| r.finished && !distrusted.contains(r.worker.as_str());
     // The order the source checked proofs in: a proof may rest on facts of proofs checked
     // before it.
     let proved: HashMap<(Question, &str), usize> = events
@@ -197,7 +195,7 @@ mod tests {
         }
     }
 
-    fn result(unit: &str, worker: &str, uses: &[&str]) -> ResultRecord {
+    fn result(unit: &str, worker: &str) -> ResultRecord {
         let unit: Question = unit.parse().expect("a question");
         ResultRecord {
             unit,
@@ -213,7 +211,6 @@ mod tests {
             verify: false,
             proof: None,
             shared: vec![],
-            uses: uses.iter().map(|s| s.to_string()).collect(),
         }
     }
 
@@ -239,12 +236,12 @@ mod tests {
     fn takes_the_kept_results_of_a_job_on_the_same_position_in_proof_order() {
         let dir = tempdir("kept");
         let log = dir.join(LOG_FILE);
-        let a = result("3x4:fff?0", "w1", &[]);
-        let b = result("3x3:1ff?0", "liar", &[]);
-        let c = result("2x4:ff?0", "w2", &["liar"]);
-        let mut d = result("2x5:3ff?0", "w2", &[]);
+        let a = result("3x4:fff?0", "w1");
+        let b = result("3x3:1ff?0", "liar");
+        let c = result("2x4:ff?0", "w2");
+        let mut d = result("2x5:3ff?0", "w2");
         d.proof = Some("0123456789abcdef.proof".into());
-        let mut unfinished = result("3x4:fff?1", "w3", &[]);
+        let mut unfinished = result("3x4:fff?1", "w3");
         unfinished.finished = false;
         write_log(
             &log,
@@ -252,7 +249,7 @@ mod tests {
                 Event::Job(job("4x4", Mode::Outcome)),
                 Event::Result(a.clone()),
                 Event::Result(b),
-                Event::Result(c),
+                Event::Result(c.clone()),
                 Event::Result(d.clone()),
                 Event::Result(unfinished),
                 Event::Distrust { worker: "liar".into(), reason: "test".into() },
@@ -260,8 +257,9 @@ mod tests {
             ],
         );
         let import = read(&dir, &job("4x4", Mode::Nimber), crate::prove::DEFAULT_PROOF_MEMORY).expect("imported");
-        // The proved result first.
-        assert_eq!(import.results, vec![(d, None), (a, None)]);
+        // The proved result first; a result whose search loaded the liar's (verified)
+        // shared facts is kept.
+        assert_eq!(import.results, vec![(d, None), (a, None), (c, None)]);
     }
 
     #[test]
@@ -279,7 +277,7 @@ mod tests {
             read(&log, &job("4x4", Mode::Nimber), crate::prove::DEFAULT_PROOF_MEMORY),
             Err(ImportError::OtherPosition { .. })
         ));
-        write_log(&log, &[Event::Job(job("4x4", Mode::Outcome)), Event::Result(result("3x4:fff?0", "w", &[]))]);
+        write_log(&log, &[Event::Job(job("4x4", Mode::Outcome)), Event::Result(result("3x4:fff?0", "w"))]);
         let text = std::fs::read_to_string(&log).expect("read").replacen("\"nodes\":10", "\"nodes\":11", 1);
         std::fs::write(&log, text).expect("written");
         let e = read(&log, &job("4x4", Mode::Nimber), crate::prove::DEFAULT_PROOF_MEMORY).expect_err("damaged");

@@ -280,11 +280,7 @@ impl Job {
                         .filter(|&(q, attempt, nodes)| !self.sched.heartbeat(&worker, q, attempt, nodes, now))
                         .map(|(q, ..)| q.to_string())
                         .collect();
-                    pb::HeartbeatReply {
-                        cancel,
-                        done: self.sched.answer().is_some(),
-                        distrusted: self.sched.distrusted_workers(),
-                    }
+                    pb::HeartbeatReply { cancel, done: self.sched.answer().is_some() }
                 });
                 let _ = reply.send(answer);
             }
@@ -385,7 +381,7 @@ impl Job {
                     Vec::new()
                 } else {
                     let facts = self.sched.shared_for(worker, crate::settings::SHARED_PER_LEASE);
-                    facts.iter().map(|(f, origin)| cram_proto::shared_to_pb(f, origin)).collect()
+                    facts.iter().map(cram_proto::shared_to_pb).collect()
                 };
                 lease_reply::Reply::Unit(pb::Unit {
                     unit_id: q.to_string(),
@@ -413,7 +409,7 @@ impl Job {
         match self.sched.judge(&s, now) {
             Verdict::Ignore(why) => {
                 tracing::debug!(%unit, worker = %s.worker, why, "result not recorded");
-                Ok(Ok(pb::SubmitReply { recorded: false, distrusted: self.sched.distrusted_workers() }))
+                Ok(Ok(pb::SubmitReply { recorded: false }))
             }
             Verdict::Accept(mut record) => {
                 if self.settings.certificate.is_some() && s.finished && !s.proof.is_empty() {
@@ -425,7 +421,7 @@ impl Job {
                 } else {
                     tracing::info!(%unit, worker = %s.worker, nodes = s.nodes, "unit ran out of budget; splitting it");
                 }
-                Ok(Ok(pb::SubmitReply { recorded: true, distrusted: Vec::new() }))
+                Ok(Ok(pb::SubmitReply { recorded: true }))
             }
             verdict @ Verdict::Refuse { .. } => {
                 for e in &verdict.events() {

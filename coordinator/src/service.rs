@@ -31,9 +31,6 @@ impl Service {
     }
 }
 
-/// Workers a result may say it rests on.
-const MAX_USES: usize = 4096;
-
 /// True for a worker name the coordinator takes: 1 to [`MAX_NAME`] bytes,
 /// without control characters or `#` (which separates the two in a worker's id).
 pub fn valid_name(s: &str) -> bool {
@@ -60,7 +57,6 @@ pub fn submission_from_pb(r: pb::SubmitRequest) -> Result<Submission, Status> {
     if region_from_pb(r.region.as_ref())? != unit.region {
         return Err(Status::invalid_argument("the region does not match the unit"));
     }
-    let worker_id = |w: &String| w.split_once('#').is_some_and(|(n, i)| valid_name(n) && valid_name(i));
     if r.shared.len() > MAX_SHARED_PER_RESULT {
         return Err(Status::invalid_argument(format!(
             "{} shared facts in one result; at most {MAX_SHARED_PER_RESULT}",
@@ -69,11 +65,6 @@ pub fn submission_from_pb(r: pb::SubmitRequest) -> Result<Submission, Status> {
     }
     if r.proof.len() > MAX_PROOF_BYTES {
         return Err(Status::invalid_argument(format!("a proof of {} bytes; at most {MAX_PROOF_BYTES}", r.proof.len())));
-    }
-    if r.uses.len() > MAX_USES || !r.uses.iter().all(worker_id) {
-        return Err(Status::invalid_argument(format!(
-            "`uses` must name at most {MAX_USES} workers by their ids (name#digest)"
-        )));
     }
     Ok(Submission {
         worker: String::new(),
@@ -86,7 +77,6 @@ pub fn submission_from_pb(r: pb::SubmitRequest) -> Result<Submission, Status> {
         from_cache: r.from_cache,
         proof: r.proof,
         shared: r.shared.iter().map(shared_from_pb).collect::<Result<_, _>>()?,
-        uses: r.uses,
     })
 }
 

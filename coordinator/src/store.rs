@@ -373,7 +373,6 @@ mod tests {
             verify: false,
             proof: None,
             shared: Vec::new(),
-            uses: Vec::new(),
         }
     }
 
@@ -459,7 +458,9 @@ mod tests {
             .map(|e| serde_json::to_string(e).unwrap())
             .collect();
         let log = dir.join(LOG_FILE);
-        std::fs::write(&log, format!("{}\n{}\n", plain[0], plain[1])).unwrap();
+        // Earlier builds named the workers whose shared facts a search loaded: read, ignored.
+        let with_uses = format!("{},\"uses\":[\"liar#1\"]}}", &plain[1][..plain[1].len() - 1]);
+        std::fs::write(&log, format!("{}\n{with_uses}\n", plain[0])).unwrap();
         assert_eq!(reopen(&dir).unwrap().events.len(), 2);
         // The next run seals its lines, and the seal covers the old lines too.
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

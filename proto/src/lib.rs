@@ -67,13 +67,8 @@ pub fn facts_from_pb(f: Option<&pb::Facts>) -> Facts {
 }
 
 /// The wire form of a shared fact.
-pub fn shared_to_pb(l: &SharedFact, origin: &str) -> pb::SharedFact {
-    pb::SharedFact {
-        region: Some(region_to_pb(&l.region)),
-        facts: Some(facts_to_pb(l.facts)),
-        nodes: l.nodes,
-        origin: origin.to_string(),
-    }
+pub fn shared_to_pb(l: &SharedFact) -> pb::SharedFact {
+    pb::SharedFact { region: Some(region_to_pb(&l.region)), facts: Some(facts_to_pb(l.facts)), nodes: l.nodes }
 }
 
 /// A shared fact from the wire: the region must be one, and the facts must leave it a

@@ -71,6 +71,19 @@ impl ProtoClient {
         }
     }
 
+    /// True once the coordinator refuses this client's leases as a distrusted worker's
+    /// (PERMISSION_DENIED), false when it has not within `secs`.
+    pub async fn disconnected_within(&mut self, secs: u64) -> bool {
+        let started = Instant::now();
+        loop {
+            match self.client.lease(pb::LeaseRequest { slot: 0 }).await {
+                Err(e) if e.code() == Code::PermissionDenied => return true,
+                _ if started.elapsed() > Duration::from_secs(secs) => return false,
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
     /// Submits `facts` (finished) as the answer to `unit_id` under `attempt`.
     pub async fn submit(
         &mut self,
@@ -90,7 +103,6 @@ impl ProtoClient {
             from_cache: false,
             proof: Vec::new(),
             shared,
-            uses: Vec::new(),
         };
         self.client.submit(req).await.map(|r| r.into_inner())
     }

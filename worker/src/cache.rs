@@ -91,15 +91,6 @@ impl Cache {
         }
     }
 
-    /// Drops every answer, keeping the stamp: they may rest on facts found wrong.
-    pub fn clear(&self) {
-        let cleared = self.db.clear().and_then(|()| self.db.insert(STAMP_KEY, stamp().as_bytes()).map(|_| ()));
-        if let Err(e) = cleared.and_then(|()| self.db.flush().map(|_| ())) {
-            tracing::warn!(error = %e, "cannot clear the cache; moving it aside");
-            self.move_aside("tainted");
-        }
-    }
-
     /// Moves the whole cache aside (`DIR.<why>-<time>`) and stops using it.
     pub fn move_aside(&self, why: &str) {
         if self.retired.swap(true, Ordering::Relaxed) {
@@ -145,21 +136,6 @@ mod tests {
             let _ = std::fs::remove_dir_all(old);
         }
         dir
-    }
-
-    #[tokio::test]
-    async fn a_cleared_cache_answers_nothing_and_keeps_its_stamp() {
-        let dir = fresh("cleared");
-        let r = AnyRegion::from_key("3x7:1fffff").unwrap();
-        let c = Cache::open(&dir).unwrap();
-        c.put(&r, Facts::exact(2)).await;
-        c.clear();
-        assert_eq!((c.get(&r), c.len()), (Facts::UNKNOWN, 0));
-        c.put(&r, Facts::exact(1)).await;
-        drop(c);
-        // Reopened as this build's cache (not moved aside), with what came after the clear.
-        assert_eq!(Cache::open(&dir).unwrap().get(&r), Facts::exact(1));
-        assert!(aside(&dir, "other-build").is_empty());
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@
 //!   registration; backoff and the handling of failures in one place.
 //! - [`search`]: a search thread (lease, answer, prove, submit).
 //! - [`memory`]: what the searches know beyond one unit (shared tables, loaded facts,
-//!   proofs kept), with one reset.
+//!   proofs kept).
 //! - [`underway`]: the units being searched, what heartbeats report.
 //! - [`cache`]: the sled cache of answers; [`metrics`]: Prometheus text and the summary
 //!   line.
@@ -101,9 +101,6 @@ pub struct Summary {
     pub facts_shared: u64,
     /// Facts of other workers this worker loaded into its tables.
     pub facts_loaded: u64,
-    /// Times this worker dropped its tables and cache because a worker whose facts they
-    /// held was found wrong.
-    pub resets: u64,
 }
 
 /// Why a worker stopped with an error.
@@ -152,28 +149,6 @@ impl Worker {
             _ = tokio::time::sleep(d) => true,
             _ = rx.wait_for(|s| *s) => false,
         }
-    }
-
-    /// Resets (see [`Worker::reset`]) when any of `distrusted` is a worker whose facts the
-    /// tables hold.
-    async fn drop_tainted(&self, distrusted: &[String]) {
-        let tainted = self.memory.tainted_by(distrusted);
-        if !tainted.is_empty() {
-            self.reset(&tainted).await;
-        }
-    }
-
-    /// Drops everything that may rest on a distrusted worker's facts: the memory (each
-    /// thread builds a new solver), the cache, and the units being searched (handed back).
-    async fn reset(&self, because: &[String]) {
-        tracing::warn!(distrusted = ?because, "a worker whose facts this worker loaded was found wrong: dropping the tables, the cache and the units under way");
-        self.memory.reset();
-        if let Some(c) = &self.cache {
-            c.clear();
-        }
-        self.summary.lock().expect("summary lock").resets += 1;
-        let units = self.underway.cancel_all();
-        self.link.release(units, false).await;
     }
 
     fn finish(&self, done: &pb::Done) {
@@ -300,7 +275,6 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         nodes = summary.nodes,
         facts_shared = summary.facts_shared,
         facts_loaded = summary.facts_loaded,
-        resets = summary.resets,
         "worker finished"
     );
     Ok(summary)
@@ -332,7 +306,6 @@ async fn heartbeat_loop(worker: Arc<Worker>) -> Result<(), WorkerError> {
             worker.underway.cancel_all();
             continue;
         }
-        worker.drop_tainted(&reply.distrusted).await;
         for id in &reply.cancel {
             if worker.underway.cancel(id) {
                 tracing::debug!(unit = %id, "the coordinator cancelled the unit");

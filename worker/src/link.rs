@@ -53,13 +53,10 @@ const CALL_LIMIT: Duration = Duration::from_secs(30);
 /// What a refused submission means.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Submitted {
-    /// The coordinator recorded it (a duplicate is answered OK too, not recorded); the
-    /// workers it names were found wrong.
+    /// The coordinator took it (a duplicate is answered OK too); `recorded` when it was new.
     Answered {
         /// New to the coordinator.
         recorded: bool,
-        /// Workers found wrong.
-        distrusted: Vec<String>,
     },
     /// Refused for what it says (or too large to read): sending it again would not help.
     Rejected(String),
@@ -378,7 +375,7 @@ impl Link {
                 match client.submit(req).await {
                     Ok(r) => {
                         let r = r.into_inner();
-                        Ok(Submitted::Answered { recorded: r.recorded, distrusted: r.distrusted })
+                        Ok(Submitted::Answered { recorded: r.recorded })
                     }
                     Err(e) if matches!(e.code(), Code::InvalidArgument | Code::OutOfRange) => {
                         tracing::error!(%unit, "the coordinator rejected a result: {}", e.message());

@@ -1,8 +1,7 @@
 //! One search thread: lease a unit, answer it (from the cache, or by search and, in a
 //! certified job, a proof), submit what was learnt; until the job is done or the worker
 //! stops. A thread keeps its solver (and its table, or its share of the process's) and its
-//! proofs from unit to unit, and builds new ones when the job's settings or the memory's
-//! generation change.
+//! proofs from unit to unit, and builds new ones when the job's engine setting changes.
 
 use crate::link::{CallError, Registration, Submitted};
 use crate::{Worker, WorkerError};
@@ -29,21 +28,14 @@ struct Searcher {
     proofs: Option<Proofs>,
     /// How much of the process's log of kept facts the proofs hold.
     seen: usize,
-    /// The engine setting and memory generation the solver was built for.
+    /// The engine setting the solver was built for.
     pairing: bool,
-    generation: u64,
 }
 
 impl Searcher {
-    /// A searcher for the job's settings in the worker's memory now.
+    /// A searcher for the job's settings in the worker's memory.
     fn new(worker: &Worker, pairing: bool) -> Searcher {
-        let generation = worker.memory.generation();
-        Searcher { solver: worker.memory.solver(pairing), proofs: None, seen: 0, pairing, generation }
-    }
-
-    /// True when the searcher fits the job's settings and the memory's generation.
-    fn fits(&self, worker: &Worker, pairing: bool) -> bool {
-        self.pairing == pairing && self.generation == worker.memory.generation()
+        Searcher { solver: worker.memory.solver(pairing), proofs: None, seen: 0, pairing }
     }
 }
 
@@ -83,16 +75,16 @@ pub async fn search_loop(worker: Arc<Worker>, index: usize) -> Result<(), Worker
                 continue;
             }
         };
-        // The thread's searcher, made anew when the job's settings or the memory changed.
+        // The thread's searcher, made anew when the job's engine setting changed.
         let mut searcher = match kept.take() {
-            Some(s) if s.fits(&worker, reg.pairing) => s,
+            Some(s) if s.pairing == reg.pairing => s,
             _ => Searcher::new(&worker, reg.pairing),
         };
         let loaded = worker.memory.preload(&mut searcher.solver, &unit.shared);
         worker.summary.lock().expect("summary lock").facts_loaded += loaded;
         if let Some(small) = reg.certificate_small {
             let proofs = searcher.proofs.get_or_insert_with(|| Proofs::new(small));
-            worker.memory.take_proved(proofs, &mut searcher.seen, searcher.generation);
+            worker.memory.take_proved(proofs, &mut searcher.seen);
         }
         searcher.solver.set_sharing(reg.share);
         let (mut searcher, outcome) = answer(&worker, searcher, &unit, question, index, &reg).await;
@@ -104,16 +96,14 @@ pub async fn search_loop(worker: Arc<Worker>, index: usize) -> Result<(), Worker
             return Err(WorkerError::Database(damage.to_string()));
         }
         let Some(mut req) = outcome else { continue };
-        req.shared = learned.iter().map(|l| cram_proto::shared_to_pb(l, "")).collect();
+        req.shared = learned.iter().map(cram_proto::shared_to_pb).collect();
         worker.summary.lock().expect("summary lock").facts_shared += req.shared.len() as u64;
-        req.uses = worker.memory.uses();
         match worker.link.submit(req).await {
-            Ok(Submitted::Answered { recorded, distrusted }) => {
-                worker.drop_tainted(&distrusted).await;
+            Ok(Submitted::Answered { recorded }) => {
                 // The coordinator keeps the proof's facts: later proofs need not carry them.
                 if let Some(s) = kept.as_mut().filter(|_| recorded && proved) {
                     if let Some(p) = s.proofs.as_mut() {
-                        worker.memory.add_proved(s.generation, p.sent());
+                        worker.memory.add_proved(p.sent());
                     }
                 }
             }
@@ -162,7 +152,6 @@ async fn answer(
         from_cache,
         proof,
         shared: Vec::new(),
-        uses: Vec::new(),
     };
     let certificate_small = reg.certificate_small;
     if let Some(cache) = worker.cache.as_ref().filter(|_| certificate_small.is_none()) {
@@ -176,7 +165,7 @@ async fn answer(
     let tracked = worker.underway.start(&unit.unit_id, unit.attempt);
     tracing::debug!(unit = %unit.unit_id, attempt = unit.attempt, thread, "unit started");
     let budget = if unit.node_budget == 0 { u64::MAX } else { unit.node_budget };
-    let Searcher { mut solver, mut proofs, seen, pairing, generation } = searcher;
+    let Searcher { mut solver, mut proofs, seen, pairing } = searcher;
     let (solver, proofs, result, spent) = tokio::task::spawn_blocking(move || {
         let before = solver.nodes();
         let progress = tracked.nodes.clone();
@@ -233,7 +222,7 @@ async fn answer(
             None
         }
     };
-    (Searcher { solver, proofs, seen, pairing, generation }, reply)
+    (Searcher { solver, proofs, seen, pairing }, reply)
 }
 
 /// The proof of a unit's answer (the region's value, or that it is not the value asked),

@@ -2,7 +2,8 @@
 //! other workers. A fact is handed out only once the coordinator's own search of its region
 //! agreed with it: until then it waits, by region; a fact the search contradicts shows its
 //! origin wrong. Verified facts are handed out in the order they were verified, each worker
-//! getting each once (never its own).
+//! getting each once (never its own). A verified fact stays when its origin is later found
+//! wrong: the coordinator's search showed it true, so nothing that loaded it falls.
 
 use crate::events::Event;
 use cram_engine::facts::Facts;
@@ -15,8 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 pub struct Knowledge {
     /// Facts waiting for the coordinator's search of their region, with their origins.
     pending: HashMap<AnyRegion, Vec<(SharedFact, String)>>,
-    /// Facts verified, in that order (none: its origin was found wrong since).
-    verified: Vec<Option<(SharedFact, String)>>,
+    /// Facts verified, in that order.
+    verified: Vec<(SharedFact, String)>,
     /// How far into `verified` each worker has been handed facts.
     handed: HashMap<String, usize>,
 }
@@ -38,7 +39,7 @@ impl Knowledge {
         }
         let Some(list) = self.pending.remove(&region) else { return };
         let (agree, other): (Vec<_>, Vec<_>) = list.into_iter().partition(|(f, _)| f.facts.agrees_with(facts));
-        self.verified.extend(agree.into_iter().map(Some));
+        self.verified.extend(agree);
         if !other.is_empty() {
             self.pending.insert(region, other);
         }
@@ -58,33 +59,27 @@ impl Knowledge {
         wrong.into_iter().map(|(worker, reason)| Event::Distrust { worker, reason }).collect()
     }
 
-    /// Verified facts `worker` has not been given yet, at most `limit`, each with its
-    /// origin (never the worker's own).
-    pub fn hand_out(&mut self, worker: &str, limit: usize) -> Vec<(SharedFact, String)> {
+    /// Verified facts `worker` has not been given yet, at most `limit` (never its own).
+    pub fn hand_out(&mut self, worker: &str, limit: usize) -> Vec<SharedFact> {
         let from = self.handed.entry(worker.to_string()).or_insert(0);
         let mut out = Vec::new();
         while *from < self.verified.len() && out.len() < limit {
-            if let Some((f, origin)) = &self.verified[*from] {
-                if origin != worker {
-                    out.push((*f, origin.clone()));
-                }
+            let (f, origin) = &self.verified[*from];
+            if origin != worker {
+                out.push(*f);
             }
             *from += 1;
         }
         out
     }
 
-    /// Drops what `origin` shared: it is not handed out again.
+    /// Drops the facts `origin` shared that wait to be verified (it was found wrong: they
+    /// are not worth the coordinator's search). Those verified stay.
     pub fn forget(&mut self, origin: &str) {
         for list in self.pending.values_mut() {
             list.retain(|(_, o)| o != origin);
         }
         self.pending.retain(|_, l| !l.is_empty());
-        for slot in self.verified.iter_mut() {
-            if slot.as_ref().is_some_and(|(_, o)| o == origin) {
-                *slot = None;
-            }
-        }
     }
 
     /// True when a shared fact about `region` waits for the coordinator's search of it.
@@ -94,6 +89,6 @@ impl Knowledge {
 
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty() && self.verified.iter().all(Option::is_none)
+        self.pending.is_empty() && self.verified.is_empty()
     }
 }

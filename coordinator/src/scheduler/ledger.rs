@@ -60,8 +60,6 @@ pub struct Held {
     pub from_cache: bool,
     /// Its proof's file, in a certified job.
     pub proof: Option<String>,
-    /// The workers whose shared facts it rests on.
-    pub uses: Vec<String>,
 }
 
 impl Held {
@@ -74,7 +72,6 @@ impl Held {
             verified: false,
             from_cache: r.from_cache,
             proof: r.proof.clone(),
-            uses: r.uses.clone(),
         }
     }
 
@@ -274,15 +271,14 @@ impl Ledger {
         self.searching.retain(|q| !decided(q));
     }
 
-    /// Discards everything `worker` reported (and the results resting on its shared
-    /// facts); returns the facts still held, per unit, for the top to be told again.
+    /// Discards everything `worker` reported; returns the facts still held, per unit, for the top to be told again.
     pub fn discard(&mut self, worker: &str) -> Vec<(Question, Facts)> {
         for list in self.refused.values_mut() {
             list.retain(|(w, _)| w != worker);
         }
         self.refused.retain(|_, list| !list.is_empty());
         self.answers.retain(|_, list| {
-            list.retain(|h| h.worker != worker && !h.uses.iter().any(|w| w == worker));
+            list.retain(|h| h.worker != worker);
             !list.is_empty()
         });
         self.to_prove.retain(|p| p.worker != worker);

@@ -113,8 +113,6 @@ pub struct Submission {
     pub proof: Vec<u8>,
     /// Facts about large regions the search found, for the other workers.
     pub shared: Vec<SharedFact>,
-    /// The workers whose shared facts the worker's tables held when it searched.
-    pub uses: Vec<String>,
 }
 
 /// What to do with a submission.
@@ -266,9 +264,8 @@ impl Scheduler {
     fn apply_result(&mut self, r: &ResultRecord) {
         let q = r.unit;
         let again = if r.finished { self.ledger.holds_same(&q, &r.worker, &r.proof) } else { self.units.is_split(&q) };
-        if again || self.workers.is_distrusted(&r.worker) || r.uses.iter().any(|w| self.workers.is_distrusted(w)) {
-            // A line logged twice, or a distrusted worker's (or resting on one's facts):
-            // nothing new.
+        if again || self.workers.is_distrusted(&r.worker) {
+            // A line logged twice, or a distrusted worker's: nothing new.
             return;
         }
         self.frontier.stale = true;
@@ -339,7 +336,7 @@ impl Scheduler {
             return;
         }
         self.units.forget_distrusted(worker);
-        // What it shared is not handed out again; workers that loaded some forget it.
+        // What it shared and is not verified yet is dropped (what is verified is true).
         self.knowledge.forget(worker);
         // Replan: every fact from the rest.
         self.top.forget_reports();
@@ -354,16 +351,11 @@ impl Scheduler {
     }
 
     /// Verified facts other workers shared that `worker` has not been given yet (at most
-    /// `limit`), each with its origin.
-    pub fn shared_for(&mut self, worker: &str, limit: usize) -> Vec<(SharedFact, String)> {
+    /// `limit`).
+    pub fn shared_for(&mut self, worker: &str, limit: usize) -> Vec<SharedFact> {
         let out = self.knowledge.hand_out(worker, limit);
         self.counters.facts_handed_out += out.len() as u64;
         out
-    }
-
-    /// The workers found wrong (a worker that loaded facts they shared must forget them).
-    pub fn distrusted_workers(&self) -> Vec<String> {
-        self.workers.distrusted().keys().cloned().collect()
     }
 
     /// The top, for tests and tools that inspect what is known.
@@ -538,7 +530,6 @@ impl Scheduler {
             verify,
             proof: None,
             shared: s.shared.clone(),
-            uses: s.uses.clone(),
         };
         let refusal = |reason: &str| {
             Event::Refused(RefusedRecord {
@@ -564,12 +555,6 @@ impl Scheduler {
             if !adopted {
                 return Verdict::Ignore("the unit was not leased to this worker under this attempt");
             }
-        }
-        if s.uses.iter().any(|w| self.workers.is_distrusted(w)) {
-            // Searched with a table that held a distrusted worker's facts: the unit goes
-            // to whoever asks next.
-            self.units.drop_lease_of(&q, &s.worker);
-            return Verdict::Ignore("the result rests on facts shared by a distrusted worker");
         }
         if let Some(bad) = s.shared.iter().find(|f| !self.top.certain(&f.region).agrees_with(f.facts)) {
             return disconnect(format!("a shared fact about {} contradicts what is certain", bad.region.key()));
@@ -715,7 +700,6 @@ impl Scheduler {
             verify: false,
             proof: None,
             shared: Vec::new(),
-            uses: Vec::new(),
         })];
         let mut wrong: BTreeMap<String, Event> = BTreeMap::new();
         for e in self.ledger.wrong_about(q.region, facts).into_iter().chain(self.knowledge.wrong_about(q.region, facts))

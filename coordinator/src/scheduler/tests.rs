@@ -47,7 +47,6 @@ fn sub(worker: &str, unit: Question, attempt: u64, facts: Facts, finished: bool,
         from_cache: false,
         proof: Vec::new(),
         shared: Vec::new(),
-        uses: Vec::new(),
     }
 }
 
@@ -545,7 +544,7 @@ fn shared_facts_go_to_the_others_only_once_verified_and_a_false_one_shows_its_or
     assert!(s.shared_for(&b, 10).is_empty(), "not verified yet");
     search_all(&mut s);
     assert!(s.shared_for(&a, 10).is_empty(), "never back to its origin");
-    assert_eq!(s.shared_for(&b, 10), vec![(fact, a.clone())]);
+    assert_eq!(s.shared_for(&b, 10), vec![fact]);
     assert!(s.shared_for(&b, 10).is_empty(), "sent once");
     // A false shared fact: its origin is distrusted by the verification, and what it
     // answered falls.
@@ -560,6 +559,35 @@ fn shared_facts_go_to_the_others_only_once_verified_and_a_false_one_shows_its_or
         assert!(!s.ledger.is_answered(&ul));
         assert!(s.shared_for(&b, 10).is_empty(), "the false fact never went out");
     }
+}
+
+#[test]
+fn a_verified_fact_stays_when_its_origin_is_found_wrong() {
+    let mut s = scheduler_of("4x8", CheckPolicy { sample_one_in: 1, decisive: true });
+    let t0 = s.since;
+    let mole = s.register("11", "mole", 1, t0).unwrap();
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    // The mole shares a true fact, which the coordinator verifies and hands out.
+    let (u, n) = unit(&mut s, &mole, 0, t0);
+    let fact = option_fact(u, Facts::exact);
+    let mut x = sub(&mole, u, n, truth(u), true, 10);
+    x.shared = vec![fact];
+    submit(&mut s, x);
+    search_all(&mut s);
+    assert_eq!(s.shared_for(&honest, 10), vec![fact]);
+    // The honest worker answers a unit (its tables hold the mole's fact), then the mole
+    // lies and falls.
+    let (h, hn) = unit(&mut s, &honest, 0, t0);
+    submit(&mut s, sub(&honest, h, hn, truth(h), true, 10));
+    let (l, ln) = unit(&mut s, &mole, 0, t0);
+    submit(&mut s, sub(&mole, l, ln, lie(l), true, 10));
+    let found = search_all(&mut s);
+    assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == mole)), "{found:?}");
+    assert!(!s.ledger.is_answered(&l) && !s.ledger.is_answered(&u), "the mole's answers fall");
+    assert!(s.ledger.is_answered(&h), "the honest answer stays");
+    // The fact the coordinator showed true is still handed out, to a worker that joins now.
+    let late = s.register("33", "late", 1, t0).unwrap();
+    assert_eq!(s.shared_for(&late, 10), vec![fact]);
 }
 
 #[test]
