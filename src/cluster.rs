@@ -560,8 +560,8 @@ fn status_text(s: &Status) -> String {
     let (u, c) = (&s.units, &s.units.counters);
     let mut out = format!("job {} ({}): {}, {:.1} s\n", s.job, s.mode, s.state, s.elapsed_secs);
     out += &format!(
-        "units: {} total, {} pending, {} leased, {} done, {} cancelled, {} split, {} expired, {} from cache\n",
-        u.total, u.pending, u.leased, c.done, c.cancelled, c.split, c.expired, c.from_cache
+        "units: {} total, {} pending, {} leased, {} done, {} cancelled, {} split, {} expired, {} from cache, {} backups\n",
+        u.total, u.pending, u.leased, c.done, c.cancelled, c.split, c.expired, c.from_cache, c.backups
     );
     out += &format!(
         "checks: {} results waiting, {} searches made by the coordinator ({} nodes), {} results refused\n",

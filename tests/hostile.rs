@@ -530,3 +530,48 @@ fn a_liar_whose_true_facts_were_loaded_takes_no_honest_work_down() {
     assert_eq!(distrusted(&state), vec![id]);
     no_unit_solved_twice(&state);
 }
+
+/// A client that holds a unit with heartbeats faking progress does not hold the job: once
+/// it has held the unit for four lease periods, an honest worker with nothing else to do is
+/// given it as a backup, and 5x6 (one unit, not split) ends with the published value. Before
+/// backups the job never ended.
+#[test]
+fn a_staller_faking_progress_does_not_hold_the_job() {
+    let dir = scratch("staller");
+    let state = dir.join("state");
+    let job = "5x6";
+    let want = engine(&[job], &[]);
+    let c = start_coordinator(&dir, &state, job, &["--split-depth", "0", "--lease-secs", "1"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_runtime = rt.enter();
+    let mut staller = ProtoClient::new(&c.url, "staller");
+    let u = rt.block_on(async {
+        staller.register(PATIENCE).await.unwrap();
+        staller.unit().await.unwrap().expect("a unit")
+    });
+    // Heartbeats with nodes rising slowly (never near the unit's budget), five a second,
+    // until the coordinator says the job is done or goes away.
+    let mut client = staller.client.clone();
+    let unit_id = u.unit_id.clone();
+    let beats = rt.spawn(async move {
+        let mut nodes = 0;
+        loop {
+            nodes += 1000;
+            let progress = pb::UnitProgress { unit_id: unit_id.clone(), attempt: u.attempt, nodes };
+            match client.heartbeat(pb::HeartbeatRequest { units: vec![progress] }).await {
+                Ok(r) if !r.get_ref().done => tokio::time::sleep(Duration::from_millis(200)).await,
+                _ => return nodes,
+            }
+        }
+    });
+    let (mut honest, _) = start_worker(&dir, &c.url, &["--name", "honest"]);
+    assert_eq!(result_of(c, 300), want[job].clone(), "the answer is the engine's");
+    assert!(wait(&mut honest, PATIENCE, "honest worker").success());
+    beats.abort();
+    let answered_by = |r: &serde_json::Value| r["worker"].as_str().unwrap().starts_with("honest#");
+    assert!(
+        results(&state).iter().any(|r| r["unit"] == u.unit_id.as_str() && answered_by(r)),
+        "the backup answered it"
+    );
+    assert!(distrusted(&state).is_empty());
+}

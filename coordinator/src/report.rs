@@ -147,9 +147,16 @@ impl Reporter {
             ],
         );
         let kind = |k: &'static str| [("kind", k)];
-        let kinds =
-            [kind("done"), kind("split"), kind("from_cache"), kind("duplicate"), kind("cancelled"), kind("released")];
-        let values = [c.done, c.split, c.from_cache, c.duplicates, c.cancelled, c.released];
+        let kinds = [
+            kind("done"),
+            kind("split"),
+            kind("from_cache"),
+            kind("duplicate"),
+            kind("cancelled"),
+            kind("released"),
+            kind("backup"),
+        ];
+        let values = [c.done, c.split, c.from_cache, c.duplicates, c.cancelled, c.released, c.backups];
         let samples: Vec<(&[(&str, &str)], u64)> = kinds.iter().zip(values).map(|(k, v)| (&k[..], v)).collect();
         e.counters("cram_unit_events_total", "Units answered, split, cancelled, … since the job began.", &samples);
         e.counter(

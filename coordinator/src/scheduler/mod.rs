@@ -183,6 +183,8 @@ pub struct Scheduler {
     /// Splits the job may make before it earns more ([`SPLITS_FREE`]; unbounded in a plain
     /// job that verifies nothing, whose workers are trusted threads of the coordinator's own).
     splits_free: u64,
+    /// Units held long may also be leased as backups (not in a job that verifies nothing).
+    backups: bool,
     /// A certified job: results carry proofs, checked before they count.
     certified: bool,
     /// When this run began (for one lease period it adopts units it did not lease).
@@ -207,6 +209,9 @@ impl Scheduler {
         checks: CheckPolicy,
         certified: bool,
     ) -> Scheduler {
+        // A job that verifies nothing trusts its workers (`cram solve --workers`: the
+        // coordinator's own threads, on one table): no bound on splits, no backups.
+        let trusting = checks == CheckPolicy::NONE && !certified;
         Scheduler {
             top,
             mode,
@@ -218,7 +223,8 @@ impl Scheduler {
             certified,
             knowledge: Knowledge::default(),
             unit_nodes,
-            splits_free: if checks == CheckPolicy::NONE && !certified { u64::MAX } else { SPLITS_FREE },
+            splits_free: if trusting { u64::MAX } else { SPLITS_FREE },
+            backups: !trusting,
             since: Instant::now(),
             resumed_done: 0,
             counters: Counters::default(),
@@ -279,7 +285,7 @@ impl Scheduler {
         self.workers.count_result(&r.worker, r.nodes, r.finished);
         self.share(&r.worker, &r.shared);
         let unit = self.units.entry(q);
-        unit.lease = None;
+        unit.end_leases();
         if !r.finished {
             unit.split = true;
             self.counters.split += 1;
@@ -472,9 +478,21 @@ impl Scheduler {
         let busy: HashSet<Branch> = open.iter().filter(|(q, _)| !self.is_free(q)).map(|(_, b)| *b).collect();
         let mine = self.units.affinity(worker, slot).and_then(|b| free.iter().find(|(_, br)| *br == b));
         let pick = mine.or_else(|| free.iter().find(|(_, br)| !busy.contains(br))).or_else(|| free.first());
-        let Some(&(q, branch)) = pick else { return LeaseOutcome::Wait };
-        let budget = self.node_budget();
-        let attempt = self.units.grant(q, worker, slot, Some(branch), budget, now);
+        if let Some(&(q, branch)) = pick {
+            let budget = self.node_budget();
+            let attempt = self.units.grant(q, worker, slot, Some(branch), budget, now);
+            return LeaseOutcome::Unit(q, attempt, budget);
+        }
+        // Nothing free: a unit held long by another worker, as a backup (units.rs).
+        if !self.backups {
+            return LeaseOutcome::Wait;
+        }
+        let needed =
+            |q: &Question| self.frontier.needed.contains(q) && !self.ledger.is_answered(q) && self.may_take(worker, q);
+        let Some((q, branch, budget)) = self.units.backup_for(worker, now, needed) else { return LeaseOutcome::Wait };
+        self.counters.backups += 1;
+        tracing::info!(unit = %q, worker, "unit held long by another worker; leased to this one as a backup");
+        let attempt = self.units.grant(q, worker, slot, branch, budget, now);
         LeaseOutcome::Unit(q, attempt, budget)
     }
 
@@ -502,7 +520,7 @@ impl Scheduler {
             return false;
         }
         if !self.matters(&q) {
-            if self.units.drop_lease(&q).is_some() {
+            if self.units.end_leases(&q) {
                 self.counters.cancelled += 1;
                 tracing::debug!(unit = %q, worker, "unit no longer needed; cancelling it");
             }
@@ -564,15 +582,14 @@ impl Scheduler {
             // An unfinished result splits the unit only from the attempt that holds it (or
             // when nobody does): a stale one must not close a unit a live attempt works on.
             let unit = self.units.get(&q);
-            let live =
-                unit.and_then(|u| u.lease.as_ref()).is_none_or(|l| l.worker == s.worker && l.attempt == s.attempt);
+            let lease = unit.and_then(|u| u.lease_of(&s.worker, s.attempt));
+            let live = lease.is_some() || unit.is_none_or(|u| u.lease.is_none());
             if answered || unit.is_some_and(|u| u.split) {
                 return Verdict::Ignore("the unit is answered or split already");
             }
             if !live {
                 return Verdict::Ignore("the attempt lost its lease");
             }
-            let lease = unit.and_then(|u| u.lease.as_ref());
             let adopted = lease.is_some_and(|l| l.budget.is_none());
             let budget = lease.and_then(|l| l.budget).unwrap_or(self.unit_nodes);
             let lease_age = lease.and_then(|l| l.since).map(|t| now.saturating_duration_since(t));

@@ -20,6 +20,9 @@ pub struct Counters {
     pub expired: u64,
     /// Leases handed back by workers shutting down.
     pub released: u64,
+    /// Units held long by one worker and leased to another as a backup.
+    #[serde(default)]
+    pub backups: u64,
     /// Results that arrived for units already answered (not logged).
     pub duplicates: u64,
     /// Units answered from a worker's cache.

@@ -1,6 +1,7 @@
 //! The scheduler's unit tests: leases and who may answer, branches, evidence (what is
 //! verified, what a verification decides), absurd results, shared facts, replays.
 
+use super::units::BACKUP_AFTER;
 use super::*;
 use cram_engine::{Board, Config, DbSet, Query, Solver};
 use std::sync::Arc;
@@ -9,7 +10,11 @@ use std::sync::Arc;
 const BUDGET: u64 = 1000;
 
 fn scheduler_of(spec: &str, checks: CheckPolicy) -> Scheduler {
-    let top = Top::new(&Board::parse(spec).unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
+    scheduler_split_at(spec, checks, 2)
+}
+
+fn scheduler_split_at(spec: &str, checks: CheckPolicy, depth: u32) -> Scheduler {
+    let top = Top::new(&Board::parse(spec).unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), depth, false);
     Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, checks, false)
 }
 
@@ -790,4 +795,87 @@ fn a_unit_proved_again_is_searched_whole() {
     assert!(s.ledger.to_reprove().contains(&u), "logged without a proof file: proved again");
     assert_eq!(s.lease(&a, 0, t0), LeaseOutcome::Unit(u, k + 1, 0));
     assert_eq!(s.units.get(&u).unwrap().lease.as_ref().unwrap().budget, Some(0), "the lease says so too");
+}
+
+/// A job of one unit at a time (4x6 not split), verifying as `checks` says.
+fn one_unit(checks: CheckPolicy) -> Scheduler {
+    scheduler_split_at("4x6", checks, 0)
+}
+
+/// A staller takes a unit and keeps its lease with heartbeats; an honest worker answers
+/// every other unit it is given until none is free. Returns the two and the unit, and the
+/// time the honest worker was first told to wait.
+fn stall(s: &mut Scheduler) -> (String, String, Question, Instant) {
+    let t0 = s.since;
+    let staller = s.register("11", "staller", 1, t0).unwrap();
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    let (u, 1) = unit(s, &staller, 0, t0) else { panic!() };
+    let mut t = t0;
+    loop {
+        t += Duration::from_millis(10);
+        match s.lease(&honest, 0, t) {
+            LeaseOutcome::Unit(q, k, _) => {
+                submit_at(s, sub(&honest, q, k, truth(q), true, 10), t);
+            }
+            LeaseOutcome::Wait => return (staller, honest, u, t),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_unit_held_long_is_leased_as_a_backup_and_the_first_result_ends_both() {
+    let mut s = one_unit(CheckPolicy::DEFAULT);
+    let (staller, honest, u, waited) = stall(&mut s);
+    let t0 = s.since;
+    let lease = s.units.lease_length();
+    let old = lease * BACKUP_AFTER;
+    assert!(waited < t0 + old);
+    // Heartbeats that show "progress" keep the staller's lease; until the unit has been
+    // held for BACKUP_AFTER lease periods the honest worker waits.
+    let mut beat = 0;
+    let mut at = waited;
+    while at < t0 + old {
+        beat += 1;
+        assert!(s.heartbeat(&staller, u, 1, 100 * beat, at));
+        assert!(matches!(s.lease(&honest, 0, at), LeaseOutcome::Wait));
+        at += lease / 2;
+    }
+    assert!(s.heartbeat(&staller, u, 1, 100 * (beat + 1), at));
+    // Then the idle honest worker gets it as a backup, with the staller's budget; the
+    // staller keeps its lease. Every idle worker that asks gets one: a limit would be a
+    // race that the staller's other identities win.
+    let LeaseOutcome::Unit(backup, 2, budget) = s.lease(&honest, 0, at) else { panic!("no backup") };
+    assert_eq!((backup, budget), (u, BUDGET));
+    assert!(s.heartbeat(&staller, u, 1, 100 * (beat + 2), at));
+    assert!(s.heartbeat(&honest, u, 2, 10, at));
+    let third = s.register("33", "third", 1, at).unwrap();
+    let LeaseOutcome::Unit(_, 3, _) = s.lease(&third, 0, at) else { panic!("no second backup") };
+    assert!(matches!(s.lease(&honest, 0, at), LeaseOutcome::Wait), "one lease per thread");
+    assert_eq!(s.counters.backups, 2);
+    // The backup's answer ends every lease: the others are cancelled, a late result is a
+    // duplicate.
+    assert!(matches!(submit_at(&mut s, sub(&honest, u, 2, truth(u), true, 10), at).0, Verdict::Accept(_)));
+    assert!(!s.heartbeat(&staller, u, 1, 100 * (beat + 3), at + Duration::from_secs(1)));
+    assert!(!s.heartbeat(&third, u, 3, 10, at + Duration::from_secs(1)));
+    assert!(matches!(submit_at(&mut s, sub(&staller, u, 1, truth(u), true, 10), at).0, Verdict::Ignore(_)));
+}
+
+#[test]
+fn when_the_first_holder_lets_go_the_backup_holds_the_unit_and_a_trusting_job_makes_none() {
+    let mut s = one_unit(CheckPolicy::DEFAULT);
+    let (staller, honest, u, _) = stall(&mut s);
+    let late = s.since + s.units.lease_length() * BACKUP_AFTER;
+    assert!(s.heartbeat(&staller, u, 1, 100, late - Duration::from_secs(1)));
+    let LeaseOutcome::Unit(_, 2, _) = s.lease(&honest, 0, late) else { panic!("no backup") };
+    // The staller's lease expires: the backup is now the unit's only lease, and goes on.
+    assert_eq!(s.expire(late + Duration::from_secs(9)), vec![(u, staller.clone())]);
+    assert!(s.heartbeat(&honest, u, 2, 500, late + Duration::from_secs(9)));
+    assert!(!s.units.is_unleased(&u) && s.units.held_by(&honest).eq([u]));
+    // A job that verifies nothing trusts its workers: no backups.
+    let mut trusting = one_unit(CheckPolicy::NONE);
+    let (staller, honest, u, _) = stall(&mut trusting);
+    let late = trusting.since + trusting.units.lease_length() * BACKUP_AFTER;
+    assert!(trusting.heartbeat(&staller, u, 1, 100, late - Duration::from_secs(1)));
+    assert!(matches!(trusting.lease(&honest, 0, late), LeaseOutcome::Wait));
 }

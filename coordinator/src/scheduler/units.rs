@@ -5,6 +5,14 @@
 //! refused; and for every worker thread, the branch of the top it worked on last. Nothing
 //! here is logged: after a restart leases start afresh, and for one lease period
 //! heartbeats and results may adopt the units workers are still searching.
+//!
+//! A unit held past [`BACKUP_AFTER`] lease periods may also be leased to any worker that has
+//! nothing else to do, as a backup beside the first lease: heartbeats can hold a lease for
+//! as long as they show progress, which a client may fake, and an honest search of a hard
+//! unit can take hours; a backup lets an idle worker search it without taking it from
+//! anyone. Every idle worker that asks gets one (a limit would be a race that a client with
+//! many identities wins), spread over the units held long. The first result taken ends them
+//! all.
 
 use crate::top::Branch;
 use cram_engine::Question;
@@ -26,6 +34,8 @@ pub struct Lease {
     pub attempt: u64,
     /// When it was handed out; none when it was adopted (searched since before a restart).
     pub since: Option<Instant>,
+    /// When this run gave it (handed out or adopted).
+    pub given: Instant,
     /// When it expires without a heartbeat that shows progress.
     pub deadline: Instant,
     /// Nodes searched so far (from heartbeats).
@@ -39,6 +49,9 @@ pub struct Lease {
 /// Nodes a search may go past its budget before it looks (the engine looks every 4,096).
 const OVERSHOOT: u64 = 1 << 16;
 
+/// Lease periods a unit is held before it may also be leased as a backup.
+pub const BACKUP_AFTER: u32 = 4;
+
 /// One unit's state.
 #[derive(Debug, Default)]
 pub struct Unit {
@@ -48,10 +61,52 @@ pub struct Unit {
     pub split: bool,
     /// Who holds it now.
     pub lease: Option<Lease>,
+    /// Further holders, given the unit while the first held it past [`BACKUP_AFTER`] lease
+    /// periods (only while `lease` is held: when that ends first, the oldest backup takes
+    /// its place).
+    pub backups: Vec<Lease>,
     /// Workers whose result for it was refused: it goes to others.
     pub refused: HashSet<String>,
     /// Every (worker, attempt) it was handed out under (or adopted by) in this run.
     pub grants: Vec<(String, u64)>,
+}
+
+impl Unit {
+    /// The leases on it: the first holder's, then the backups'.
+    pub fn leases(&self) -> impl Iterator<Item = &Lease> {
+        self.lease.iter().chain(self.backups.iter())
+    }
+
+    /// The lease of `worker` under `attempt`, if it holds one.
+    pub fn lease_of(&self, worker: &str, attempt: u64) -> Option<&Lease> {
+        self.leases().find(|l| l.worker == worker && l.attempt == attempt)
+    }
+
+    /// True when `worker` holds a lease on it.
+    fn held_by(&self, worker: &str) -> bool {
+        self.leases().any(|l| l.worker == worker)
+    }
+
+    /// Drops the leases `drop` picks (the oldest backup takes the first holder's place);
+    /// returns them.
+    fn drop_leases(&mut self, drop: impl Fn(&Lease) -> bool) -> Vec<Lease> {
+        let mut out: Vec<Lease> = self.lease.take_if(|l| drop(l)).into_iter().collect();
+        let (gone, kept): (Vec<Lease>, Vec<Lease>) =
+            std::mem::take(&mut self.backups).into_iter().partition(|l| drop(l));
+        self.backups = kept;
+        out.extend(gone);
+        if self.lease.is_none() && !self.backups.is_empty() {
+            self.lease = Some(self.backups.remove(0));
+        }
+        out
+    }
+
+    /// Ends every lease on it (it was answered, split or is no longer needed); true when
+    /// there was one.
+    pub fn end_leases(&mut self) -> bool {
+        self.backups.clear();
+        self.lease.take().is_some()
+    }
 }
 
 /// Every unit handed out, and the branch each worker thread is on.
@@ -103,15 +158,15 @@ impl Units {
         self.units.get(q).is_some_and(|u| u.refused.contains(worker))
     }
 
-    /// Drops the lease on `q`, if any.
-    pub fn drop_lease(&mut self, q: &Question) -> Option<Lease> {
-        self.units.get_mut(q).and_then(|u| u.lease.take())
+    /// Ends the leases on `q` (see [`Unit::end_leases`]).
+    pub fn end_leases(&mut self, q: &Question) -> bool {
+        self.units.get_mut(q).is_some_and(Unit::end_leases)
     }
 
-    /// Drops the lease `worker` holds on `q`, if it holds it.
+    /// Drops the lease `worker` holds on `q`, if it holds one.
     pub fn drop_lease_of(&mut self, q: &Question, worker: &str) {
-        if let Some(u) = self.units.get_mut(q).filter(|u| u.lease.as_ref().is_some_and(|l| l.worker == worker)) {
-            u.lease = None;
+        if let Some(u) = self.units.get_mut(q) {
+            u.drop_leases(|l| l.worker == worker);
         }
     }
 
@@ -119,9 +174,7 @@ impl Units {
     /// (they may have been its fault).
     pub fn forget_distrusted(&mut self, worker: &str) {
         for unit in self.units.values_mut() {
-            if unit.lease.as_ref().is_some_and(|l| l.worker == worker) {
-                unit.lease = None;
-            }
+            unit.drop_leases(|l| l.worker == worker);
             unit.refused.clear();
         }
         self.forget_worker(worker);
@@ -133,7 +186,8 @@ impl Units {
     }
 
     /// Hands `q` to thread `slot` of `worker` under the next attempt number, which it
-    /// returns, with a node budget of `budget` (0: to be searched whole).
+    /// returns, with a node budget of `budget` (0: to be searched whole); as a backup when
+    /// someone holds it (see [`Units::backup_for`]).
     pub fn grant(
         &mut self,
         q: Question,
@@ -149,17 +203,43 @@ impl Units {
         let deadline = now + self.lease;
         let unit = self.units.entry(q).or_default();
         unit.attempt += 1;
-        unit.lease = Some(Lease {
+        let lease = Lease {
             branch,
             worker: worker.to_string(),
             attempt: unit.attempt,
             since: Some(now),
+            given: now,
             deadline,
             nodes: 0,
             budget: Some(budget),
-        });
+        };
+        if unit.lease.is_some() {
+            unit.backups.push(lease);
+        } else {
+            unit.lease = Some(lease);
+        }
         unit.grants.push((worker.to_string(), unit.attempt));
         unit.attempt
+    }
+
+    /// A unit `worker` may take as a backup (see the module documentation): held by others,
+    /// the first for [`BACKUP_AFTER`] lease periods or more, and for which `may` says yes;
+    /// the one with the fewest holders first, then the longest held. With the branch and
+    /// budget its first holder has (a lease adopted after a restart, whose budget is not
+    /// known: searched whole).
+    pub fn backup_for(
+        &self,
+        worker: &str,
+        now: Instant,
+        may: impl Fn(&Question) -> bool,
+    ) -> Option<(Question, Option<Branch>, u64)> {
+        let old = self.lease * BACKUP_AFTER;
+        self.units
+            .iter()
+            .filter_map(|(q, u)| Some((q, u.lease.as_ref()?, u)))
+            .filter(|(q, l, u)| !u.held_by(worker) && now.saturating_duration_since(l.given) >= old && may(q))
+            .min_by_key(|(q, l, u)| (u.backups.len(), l.given, **q))
+            .map(|(q, l, _)| (*q, l.branch, l.budget.unwrap_or(0)))
     }
 
     /// True when `q` was handed to `worker` under `attempt` in this run.
@@ -188,6 +268,7 @@ impl Units {
             worker: worker.to_string(),
             attempt,
             since: None,
+            given: now,
             deadline,
             nodes,
             budget: None,
@@ -218,19 +299,17 @@ impl Units {
         if unit.split {
             return false;
         }
-        match &mut unit.lease {
-            Some(l) if l.worker == worker && l.attempt == attempt => {
-                if nodes > l.nodes {
-                    let within = |b: u64| b == 0 || nodes <= b.saturating_mul(2).saturating_add(OVERSHOOT);
-                    if !capped || l.budget.is_none_or(within) {
-                        l.deadline = now + lease;
-                    }
-                    l.nodes = nodes;
-                }
-                true
+        let mine =
+            unit.lease.iter_mut().chain(unit.backups.iter_mut()).find(|l| l.worker == worker && l.attempt == attempt);
+        let Some(l) = mine else { return false };
+        if nodes > l.nodes {
+            let within = |b: u64| b == 0 || nodes <= b.saturating_mul(2).saturating_add(OVERSHOOT);
+            if !capped || l.budget.is_none_or(within) {
+                l.deadline = now + lease;
             }
-            _ => false,
+            l.nodes = nodes;
         }
+        true
     }
 
     /// The branch the lease on `q` was handed out for.
@@ -242,10 +321,7 @@ impl Units {
     pub fn release(&mut self, worker: &str, qs: &[Question]) -> u32 {
         let mut n = 0;
         let mut release = |unit: &mut Unit| {
-            if unit.lease.as_ref().is_some_and(|l| l.worker == worker) {
-                unit.lease = None;
-                n += 1;
-            }
+            n += unit.drop_leases(|l| l.worker == worker).len() as u32;
         };
         if qs.is_empty() {
             self.units.values_mut().for_each(release);
@@ -275,17 +351,14 @@ impl Units {
     pub fn expire(&mut self, now: Instant) -> Vec<(Question, String)> {
         let mut out = Vec::new();
         for (q, unit) in self.units.iter_mut() {
-            if unit.lease.as_ref().is_some_and(|l| l.deadline <= now) {
-                let l = unit.lease.take().expect("checked above");
-                out.push((*q, l.worker));
-            }
+            out.extend(unit.drop_leases(|l| l.deadline <= now).into_iter().map(|l| (*q, l.worker)));
         }
         out
     }
 
     /// Nodes searched so far in units still leased (from heartbeats).
     pub fn in_flight_nodes(&self) -> u64 {
-        self.units.values().filter_map(|u| u.lease.as_ref()).fold(0u64, |n, l| n.saturating_add(l.nodes))
+        self.units.values().flat_map(Unit::leases).fold(0u64, |n, l| n.saturating_add(l.nodes))
     }
 
     /// Units leased now.
@@ -295,7 +368,7 @@ impl Units {
 
     /// The units `worker` holds.
     pub fn held_by<'a>(&'a self, worker: &'a str) -> impl Iterator<Item = Question> + 'a {
-        self.units.iter().filter(move |(_, u)| u.lease.as_ref().is_some_and(|l| l.worker == worker)).map(|(q, _)| *q)
+        self.units.iter().filter(move |(_, u)| u.held_by(worker)).map(|(q, _)| *q)
     }
 
     /// The units split so far.
