@@ -136,6 +136,12 @@ impl Ledger {
         self.answers.contains_key(q)
     }
 
+    /// True when an answer to `q` held was verified (by the coordinator's search or a
+    /// proof that checked).
+    pub fn is_verified(&self, q: &Question) -> bool {
+        self.answers.get(q).is_some_and(|l| l.iter().any(|h| h.verified))
+    }
+
     /// True when `worker` already has an answer to `q` held.
     pub fn holds_from(&self, q: &Question, worker: &str) -> bool {
         self.answers.get(q).is_some_and(|l| l.iter().any(|h| h.worker == worker))

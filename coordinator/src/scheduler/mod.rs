@@ -285,7 +285,11 @@ impl Scheduler {
         self.workers.count_result(&r.worker, r.nodes, r.finished);
         self.share(&r.worker, &r.shared);
         let unit = self.units.entry(q);
-        unit.end_leases();
+        if r.finished {
+            unit.answered_by(&r.worker);
+        } else {
+            unit.end_leases();
+        }
         if !r.finished {
             unit.split = true;
             self.counters.split += 1;
@@ -487,9 +491,14 @@ impl Scheduler {
         if !self.backups {
             return LeaseOutcome::Wait;
         }
-        let needed =
-            |q: &Question| self.frontier.needed.contains(q) && !self.ledger.is_answered(q) && self.may_take(worker, q);
-        let Some((q, branch, budget)) = self.units.backup_for(worker, now, needed) else { return LeaseOutcome::Wait };
+        let reprove = self.ledger.to_reprove();
+        let needed = |q: &Question| {
+            let open = self.frontier.needed.contains(q) && !self.ledger.is_answered(q);
+            (open || reprove.contains(q)) && self.may_take(worker, q)
+        };
+        let Some((q, branch, first)) = self.units.backup_for(worker, now, needed) else { return LeaseOutcome::Wait };
+        // The first holder's budget, unless the job may no longer split (then the whole).
+        let budget = if first == Some(0) || reprove.contains(&q) { 0 } else { self.node_budget() };
         self.counters.backups += 1;
         tracing::info!(unit = %q, worker, "unit held long by another worker; leased to this one as a backup");
         let attempt = self.units.grant(q, worker, slot, branch, budget, now);
@@ -519,8 +528,16 @@ impl Scheduler {
         if self.answer().is_some() {
             return false;
         }
-        if !self.matters(&q) {
-            if self.units.end_leases(&q) {
+        // Answered by someone else (a backup, or an attempt whose lease expired), and nothing
+        // verified it yet: the first holder searches on, so that nobody else can take a long
+        // search down (its result, if it contradicts, makes the coordinator decide).
+        let unverified = self.ledger.is_answered(&q) && !self.ledger.is_verified(&q) && !self.top.is_settled(&q);
+        let first = self.units.get(&q).is_some_and(|u| u.is_first(worker));
+        if !(self.matters(&q) || unverified && first) {
+            if unverified {
+                // Only this worker stops: the first holder goes on.
+                self.units.drop_lease_of(&q, worker);
+            } else if self.units.end_leases(&q) {
                 self.counters.cancelled += 1;
                 tracing::debug!(unit = %q, worker, "unit no longer needed; cancelling it");
             }
@@ -607,7 +624,10 @@ impl Scheduler {
                 let events = if out { vec![distrust(why)] } else { Vec::new() };
                 return Verdict::Refuse { events, reason: why.to_string(), disconnect: out };
             }
-            let pass_on = if short {
+            let pass_on = if unit.is_some_and(|u| u.is_backup(&s.worker)) {
+                // A backup does not split a unit another worker searches on (nor cancel it).
+                Some("an unfinished result of a backup; the unit's first holder searches on")
+            } else if short {
                 // Leased before a restart, with a budget not known here.
                 Some("an unfinished result of a unit adopted after a restart, short of this run's budget; the unit goes to another worker")
             } else if !self.may_split() {
@@ -628,8 +648,12 @@ impl Scheduler {
             return disconnect(reason);
         }
         let reprove = self.ledger.to_reprove().contains(&q);
-        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove {
+        // Another answer that agrees is a duplicate; one that contradicts is refused below,
+        // and the coordinator's own search decides (a backup's or a late answer may be false).
+        let agrees = self.top.held(&q.region).agrees_with(q.query.answer_only(s.facts));
+        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && agrees {
             self.counters.duplicates += 1;
+            self.units.drop_lease_of(&q, &s.worker);
             return Verdict::Ignore("the unit is answered already");
         }
         if self.certified && s.proof.is_empty() {
@@ -639,7 +663,7 @@ impl Scheduler {
             let events = if out { vec![distrust(why)] } else { Vec::new() };
             return Verdict::Refuse { events, reason: why.to_string(), disconnect: out };
         }
-        if !self.top.held(&q.region).agrees_with(q.query.answer_only(s.facts)) {
+        if !agrees {
             let reason =
                 "the facts contradict facts already held; the coordinator decides by its own search".to_string();
             return Verdict::Refuse { events: vec![refusal(&reason)], reason, disconnect: false };

@@ -172,6 +172,12 @@ fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
     // A worker still searching a unit of the previous run keeps it, by heartbeat or result.
     assert!(s.heartbeat(&a, open[0], 7, 100, t0 + Duration::from_secs(1)));
     assert!(matches!(submit(&mut s, sub(&a, open[1], 3, truth(open[1]), true, 10)).0, Verdict::Accept(_)));
+    // A second worker still searching the same unit (a backup before the restart) keeps it
+    // too, beside the first to come back.
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    assert!(s.heartbeat(&b, open[0], 5, 50, t0 + Duration::from_secs(1)));
+    assert!(s.units.get(&open[0]).unwrap().is_backup(&b));
+    assert!(s.heartbeat(&b, open[0], 5, 60, t0 + Duration::from_secs(2)));
     // Its budget is not known (it may have been leased to be searched whole): heartbeats
     // past any budget keep it, and an unfinished result short of this run's is no fault.
     assert!(s.heartbeat(&a, open[0], 7, 100 * BUDGET, t0 + Duration::from_secs(2)));
@@ -853,12 +859,38 @@ fn a_unit_held_long_is_leased_as_a_backup_and_the_first_result_ends_both() {
     let LeaseOutcome::Unit(_, 3, _) = s.lease(&third, 0, at) else { panic!("no second backup") };
     assert!(matches!(s.lease(&honest, 0, at), LeaseOutcome::Wait), "one lease per thread");
     assert_eq!(s.counters.backups, 2);
-    // The backup's answer ends every lease: the others are cancelled, a late result is a
-    // duplicate.
+    // A backup's answer ends the backups; the first holder searches on until that answer is
+    // verified (no backup can take a long search down).
+    let later = at + Duration::from_secs(1);
     assert!(matches!(submit_at(&mut s, sub(&honest, u, 2, truth(u), true, 10), at).0, Verdict::Accept(_)));
-    assert!(!s.heartbeat(&staller, u, 1, 100 * (beat + 3), at + Duration::from_secs(1)));
-    assert!(!s.heartbeat(&third, u, 3, 10, at + Duration::from_secs(1)));
-    assert!(matches!(submit_at(&mut s, sub(&staller, u, 1, truth(u), true, 10), at).0, Verdict::Ignore(_)));
+    assert!(!s.heartbeat(&third, u, 3, 10, later));
+    assert!(s.heartbeat(&staller, u, 1, 100 * (beat + 3), later));
+    // Its answer, contradicting, is refused, and the coordinator's search decides: the
+    // staller is shown wrong, the backup's answer verified.
+    let (v, _) = submit_at(&mut s, sub(&staller, u, 1, lie(u), true, 10), later);
+    assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }), "{v:?}");
+    let found = search_all(&mut s);
+    assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == staller)), "{found:?}");
+    assert!(s.ledger.is_verified(&u));
+}
+
+#[test]
+fn a_late_answer_leaves_the_first_holder_searching_until_it_is_verified() {
+    let mut s = one_unit(CheckPolicy::DEFAULT);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    let (u, 1) = unit(&mut s, &a, 0, t0) else { panic!() };
+    assert_eq!(s.expire(t0 + Duration::from_secs(11)), vec![(u, a.clone())]);
+    let (_, 2) = unit(&mut s, &b, 0, t0 + Duration::from_secs(12)) else { panic!() };
+    // The expired attempt's answer is taken, but does not cancel b's search...
+    let late = t0 + Duration::from_secs(13);
+    assert!(matches!(submit_at(&mut s, sub(&a, u, 1, truth(u), true, 10), late).0, Verdict::Accept(_)));
+    assert!(s.heartbeat(&b, u, 2, 100, late + Duration::from_secs(1)));
+    // ...until the coordinator verified it; b's agreeing answer would be a duplicate.
+    search_all(&mut s);
+    assert!(!s.heartbeat(&b, u, 2, 200, late + Duration::from_secs(2)));
+    assert!(matches!(submit_at(&mut s, sub(&b, u, 2, truth(u), true, 10), late).0, Verdict::Ignore(_)));
 }
 
 #[test]

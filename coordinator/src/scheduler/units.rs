@@ -11,8 +11,10 @@
 //! as long as they show progress, which a client may fake, and an honest search of a hard
 //! unit can take hours; a backup lets an idle worker search it without taking it from
 //! anyone. Every idle worker that asks gets one (a limit would be a race that a client with
-//! many identities wins), spread over the units held long. The first result taken ends them
-//! all.
+//! many identities wins), spread over the units held long. The first holder's result ends
+//! them all; another's (a backup's, or a late one of an attempt whose lease expired) ends
+//! the backups but not the first holder's search, which the scheduler lets go on until that
+//! answer is verified: nobody else, perhaps hostile, can take a long honest search down.
 
 use crate::top::Branch;
 use cram_engine::Question;
@@ -85,6 +87,27 @@ impl Unit {
     /// True when `worker` holds a lease on it.
     fn held_by(&self, worker: &str) -> bool {
         self.leases().any(|l| l.worker == worker)
+    }
+
+    /// True when `worker` holds the first lease on it.
+    pub fn is_first(&self, worker: &str) -> bool {
+        self.lease.as_ref().is_some_and(|l| l.worker == worker)
+    }
+
+    /// True when `worker` holds a backup lease on it.
+    pub fn is_backup(&self, worker: &str) -> bool {
+        self.backups.iter().any(|l| l.worker == worker)
+    }
+
+    /// Takes a finished result of `worker`: the first holder's (or one when nobody holds it)
+    /// ends every lease; another's ends the backups and leaves the first holder searching
+    /// (see the module documentation).
+    pub fn answered_by(&mut self, worker: &str) {
+        if self.lease.is_none() || self.is_first(worker) {
+            self.end_leases();
+        } else {
+            self.backups.clear();
+        }
     }
 
     /// Drops the leases `drop` picks (the oldest backup takes the first holder's place);
@@ -223,23 +246,24 @@ impl Units {
     }
 
     /// A unit `worker` may take as a backup (see the module documentation): held by others,
-    /// the first for [`BACKUP_AFTER`] lease periods or more, and for which `may` says yes;
-    /// the one with the fewest holders first, then the longest held. With the branch and
-    /// budget its first holder has (a lease adopted after a restart, whose budget is not
-    /// known: searched whole).
+    /// the first for [`BACKUP_AFTER`] lease periods or more, and for which `may` says yes
+    /// (the scheduler: still needed, not answered); the one with the fewest holders first, then
+    /// the longest held. With the branch and budget its first holder has (none: adopted).
     pub fn backup_for(
         &self,
         worker: &str,
         now: Instant,
         may: impl Fn(&Question) -> bool,
-    ) -> Option<(Question, Option<Branch>, u64)> {
+    ) -> Option<(Question, Option<Branch>, Option<u64>)> {
         let old = self.lease * BACKUP_AFTER;
         self.units
             .iter()
             .filter_map(|(q, u)| Some((q, u.lease.as_ref()?, u)))
-            .filter(|(q, l, u)| !u.held_by(worker) && now.saturating_duration_since(l.given) >= old && may(q))
+            .filter(|(q, l, u)| {
+                !u.held_by(worker) && !u.split && now.saturating_duration_since(l.given) >= old && may(q)
+            })
             .min_by_key(|(q, l, u)| (u.backups.len(), l.given, **q))
-            .map(|(q, l, _)| (*q, l.branch, l.budget.unwrap_or(0)))
+            .map(|(q, l, _)| (*q, l.branch, l.budget))
     }
 
     /// True when `q` was handed to `worker` under `attempt` in this run.
@@ -247,8 +271,9 @@ impl Units {
         self.units.get(q).is_some_and(|u| u.grants.iter().any(|(w, a)| w == worker && *a == attempt))
     }
 
-    /// Gives `q`, which nobody holds, to `worker` under the attempt it searches it with (it
-    /// was leased before a coordinator restart); false when someone holds it, or when the
+    /// Gives `q` to `worker` under the attempt it searches it with (it was leased before a
+    /// coordinator restart), as a backup when another worker holds it already (the first to
+    /// come back need not be the one that searched longest); false when it holds it, or when the
     /// attempt is above [`MAX_ADOPTED_ATTEMPT`] (no run grants that many: a client that says
     /// so would push the unit's attempts past what they can count). The budget it was leased
     /// with is not known (the earlier run may have had another `--unit-nodes`, or have
@@ -259,11 +284,11 @@ impl Units {
         }
         let deadline = now + self.lease;
         let unit = self.units.entry(q).or_default();
-        if unit.lease.is_some() || unit.split {
+        if unit.held_by(worker) || unit.split {
             return false;
         }
         unit.attempt = unit.attempt.max(attempt);
-        unit.lease = Some(Lease {
+        let lease = Lease {
             branch: None,
             worker: worker.to_string(),
             attempt,
@@ -272,7 +297,12 @@ impl Units {
             deadline,
             nodes,
             budget: None,
-        });
+        };
+        if unit.lease.is_some() {
+            unit.backups.push(lease);
+        } else {
+            unit.lease = Some(lease);
+        }
         unit.grants.push((worker.to_string(), attempt));
         tracing::info!(unit = %q, worker, attempt, "adopted a unit the worker was already searching");
         true
