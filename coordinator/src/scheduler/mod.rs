@@ -442,6 +442,12 @@ impl Scheduler {
         now < self.since + self.units.lease_length()
     }
 
+    /// True when `worker` may adopt a unit now: in the run's first lease period, and with a
+    /// thread free (one identity cannot take every unit a restart left, nor every backup).
+    fn may_adopt(&self, worker: &str, now: Instant) -> bool {
+        self.adopting(now) && self.units.held_by(worker).count() < self.workers.threads(worker) as usize
+    }
+
     /// Registers the worker whose secret has digest `key` under `name`; refused with the
     /// reason when it was distrusted.
     pub fn register(&mut self, key: &str, name: &str, threads: u32, now: Instant) -> Result<String, String> {
@@ -496,13 +502,13 @@ impl Scheduler {
             let open = self.frontier.needed.contains(q) && !self.ledger.is_answered(q);
             (open || reprove.contains(q)) && self.may_take(worker, q)
         };
-        let Some((q, branch, first)) = self.units.backup_for(worker, now, needed) else { return LeaseOutcome::Wait };
-        // The first holder's budget, unless the job may no longer split (then the whole).
-        let budget = if first == Some(0) || reprove.contains(&q) { 0 } else { self.node_budget() };
+        let Some((q, branch)) = self.units.backup_for(worker, now, needed) else { return LeaseOutcome::Wait };
         self.counters.backups += 1;
         tracing::info!(unit = %q, worker, "unit held long by another worker; leased to this one as a backup");
-        let attempt = self.units.grant(q, worker, slot, branch, budget, now);
-        LeaseOutcome::Unit(q, attempt, budget)
+        // Searched whole: a backup splits nothing (only the first holder can), so with a
+        // budget an honest backup would end unfinished and be given the unit again, for ever.
+        let attempt = self.units.grant(q, worker, slot, branch, 0, now);
+        LeaseOutcome::Unit(q, attempt, 0)
     }
 
     /// True when `q` still matters: its question is open (in the list, or possibly beyond
@@ -544,7 +550,7 @@ impl Scheduler {
             return false;
         }
         self.units.heartbeat(q, worker, attempt, nodes, !self.certified, now)
-            || self.adopting(now) && self.units.adopt(q, worker, attempt, nodes, now)
+            || self.may_adopt(worker, now) && self.units.adopt(q, worker, attempt, nodes, now)
     }
 
     /// Decides what a result does, before anything is logged.
@@ -585,8 +591,9 @@ impl Scheduler {
         // Only from the worker the unit was given to, under an attempt it was given (or, in
         // a run's first lease period, a unit it was searching before the restart).
         if !self.units.granted(&q, &s.worker, s.attempt) {
-            let adopted =
-                self.adopting(now) && self.matters(&q) && self.units.adopt(q, &s.worker, s.attempt, s.nodes, now);
+            let adopted = self.may_adopt(&s.worker, now)
+                && self.matters(&q)
+                && self.units.adopt(q, &s.worker, s.attempt, s.nodes, now);
             if !adopted {
                 return Verdict::Ignore("the unit was not leased to this worker under this attempt");
             }
@@ -644,14 +651,25 @@ impl Scheduler {
             }
             return Verdict::Accept(record(false));
         }
+        if self.units.refused(&q, &s.worker) {
+            // Once is enough: each refusal costs the coordinator a search.
+            return Verdict::Ignore("a result of this worker on this unit was refused already");
+        }
         if let Some(reason) = self.impossible(&q, s.facts) {
             return disconnect(reason);
         }
         let reprove = self.ledger.to_reprove().contains(&q);
-        // Another answer that agrees is a duplicate; one that contradicts is refused below,
-        // and the coordinator's own search decides (a backup's or a late answer may be false).
+        // Another answer that agrees is a duplicate. One that contradicts, from the first
+        // holder searching on after a backup or a late attempt answered (units.rs), is refused
+        // below and the coordinator's own search decides; from anyone else it is ignored, as
+        // is a second one (each refusal costs a search).
         let agrees = self.top.held(&q.region).agrees_with(q.query.answer_only(s.facts));
-        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && agrees {
+        let first = self
+            .units
+            .get(&q)
+            .and_then(|u| u.lease.as_ref())
+            .is_some_and(|l| l.worker == s.worker && l.attempt == s.attempt);
+        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && (agrees || !first) {
             self.counters.duplicates += 1;
             self.units.drop_lease_of(&q, &s.worker);
             return Verdict::Ignore("the unit is answered already");
@@ -664,6 +682,7 @@ impl Scheduler {
             return Verdict::Refuse { events, reason: why.to_string(), disconnect: out };
         }
         if !agrees {
+            self.units.drop_lease_of(&q, &s.worker);
             let reason =
                 "the facts contradict facts already held; the coordinator decides by its own search".to_string();
             return Verdict::Refuse { events: vec![refusal(&reason)], reason, disconnect: false };

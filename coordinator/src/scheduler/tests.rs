@@ -164,7 +164,7 @@ fn results_count_only_from_the_worker_and_attempt_a_unit_was_leased_to() {
 fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
     let mut s = scheduler(CheckPolicy::NONE);
     let t0 = s.since;
-    let a = s.register("aa", "a", 1, t0).unwrap();
+    let a = s.register("aa", "a", 2, t0).unwrap();
     let open: Vec<Question> = {
         s.refresh();
         s.frontier.open.iter().map(|(q, _)| *q).collect()
@@ -178,6 +178,8 @@ fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
     assert!(s.heartbeat(&b, open[0], 5, 50, t0 + Duration::from_secs(1)));
     assert!(s.units.get(&open[0]).unwrap().is_backup(&b));
     assert!(s.heartbeat(&b, open[0], 5, 60, t0 + Duration::from_secs(2)));
+    // No more units than threads: b's one thread is taken.
+    assert!(!s.heartbeat(&b, open[3], 2, 10, t0 + Duration::from_secs(2)));
     // Its budget is not known (it may have been leased to be searched whole): heartbeats
     // past any budget keep it, and an unfinished result short of this run's is no fault.
     assert!(s.heartbeat(&a, open[0], 7, 100 * BUDGET, t0 + Duration::from_secs(2)));
@@ -848,11 +850,11 @@ fn a_unit_held_long_is_leased_as_a_backup_and_the_first_result_ends_both() {
         at += lease / 2;
     }
     assert!(s.heartbeat(&staller, u, 1, 100 * (beat + 1), at));
-    // Then the idle honest worker gets it as a backup, with the staller's budget; the
-    // staller keeps its lease. Every idle worker that asks gets one: a limit would be a
+    // Then the idle honest worker gets it as a backup, to be searched whole (a backup
+    // splits nothing); the staller keeps its lease. Every idle worker that asks gets one: a limit would be a
     // race that the staller's other identities win.
     let LeaseOutcome::Unit(backup, 2, budget) = s.lease(&honest, 0, at) else { panic!("no backup") };
-    assert_eq!((backup, budget), (u, BUDGET));
+    assert_eq!((backup, budget), (u, 0));
     assert!(s.heartbeat(&staller, u, 1, 100 * (beat + 2), at));
     assert!(s.heartbeat(&honest, u, 2, 10, at));
     let third = s.register("33", "third", 1, at).unwrap();
@@ -869,6 +871,9 @@ fn a_unit_held_long_is_leased_as_a_backup_and_the_first_result_ends_both() {
     // staller is shown wrong, the backup's answer verified.
     let (v, _) = submit_at(&mut s, sub(&staller, u, 1, lie(u), true, 10), later);
     assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }), "{v:?}");
+    // Once: a dispute costs a search, and its lease is gone.
+    let (v, _) = submit_at(&mut s, sub(&staller, u, 1, lie(u), true, 10), later);
+    assert!(matches!(v, Verdict::Ignore(_)), "{v:?}");
     let found = search_all(&mut s);
     assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == staller)), "{found:?}");
     assert!(s.ledger.is_verified(&u));
@@ -898,11 +903,14 @@ fn when_the_first_holder_lets_go_the_backup_holds_the_unit_and_a_trusting_job_ma
     let mut s = one_unit(CheckPolicy::DEFAULT);
     let (staller, honest, u, _) = stall(&mut s);
     let late = s.since + s.units.lease_length() * BACKUP_AFTER;
-    assert!(s.heartbeat(&staller, u, 1, 100, late - Duration::from_secs(1)));
-    let LeaseOutcome::Unit(_, 2, _) = s.lease(&honest, 0, late) else { panic!("no backup") };
+    // Handing the unit back and leasing it again does not restart the wait for backups.
+    assert!(s.heartbeat(&staller, u, 1, 100, late - Duration::from_secs(2)));
+    assert_eq!(s.release(&staller, &[u]), 1);
+    let (_, 2) = unit(&mut s, &staller, 0, late - Duration::from_secs(1)) else { panic!() };
+    let LeaseOutcome::Unit(_, 3, _) = s.lease(&honest, 0, late) else { panic!("no backup") };
     // The staller's lease expires: the backup is now the unit's only lease, and goes on.
     assert_eq!(s.expire(late + Duration::from_secs(9)), vec![(u, staller.clone())]);
-    assert!(s.heartbeat(&honest, u, 2, 500, late + Duration::from_secs(9)));
+    assert!(s.heartbeat(&honest, u, 3, 500, late + Duration::from_secs(9)));
     assert!(!s.units.is_unleased(&u) && s.units.held_by(&honest).eq([u]));
     // A job that verifies nothing trusts its workers: no backups.
     let mut trusting = one_unit(CheckPolicy::NONE);

@@ -36,8 +36,6 @@ pub struct Lease {
     pub attempt: u64,
     /// When it was handed out; none when it was adopted (searched since before a restart).
     pub since: Option<Instant>,
-    /// When this run gave it (handed out or adopted).
-    pub given: Instant,
     /// When it expires without a heartbeat that shows progress.
     pub deadline: Instant,
     /// Nodes searched so far (from heartbeats).
@@ -67,6 +65,9 @@ pub struct Unit {
     /// periods (only while `lease` is held: when that ends first, the oldest backup takes
     /// its place).
     pub backups: Vec<Lease>,
+    /// Since when it has been leased in this run, with no answer, split or cancel in between:
+    /// releasing it and leasing it again does not restart the wait for backups.
+    pub held_since: Option<Instant>,
     /// Workers whose result for it was refused: it goes to others.
     pub refused: HashSet<String>,
     /// Every (worker, attempt) it was handed out under (or adopted by) in this run.
@@ -128,6 +129,7 @@ impl Unit {
     /// there was one.
     pub fn end_leases(&mut self) -> bool {
         self.backups.clear();
+        self.held_since = None;
         self.lease.take().is_some()
     }
 }
@@ -226,12 +228,12 @@ impl Units {
         let deadline = now + self.lease;
         let unit = self.units.entry(q).or_default();
         unit.attempt += 1;
+        unit.held_since.get_or_insert(now);
         let lease = Lease {
             branch,
             worker: worker.to_string(),
             attempt: unit.attempt,
             since: Some(now),
-            given: now,
             deadline,
             nodes: 0,
             budget: Some(budget),
@@ -246,24 +248,24 @@ impl Units {
     }
 
     /// A unit `worker` may take as a backup (see the module documentation): held by others,
-    /// the first for [`BACKUP_AFTER`] lease periods or more, and for which `may` says yes
+    /// leased for [`BACKUP_AFTER`] lease periods or more ([`Unit::held_since`]), and for which `may` says yes
     /// (the scheduler: still needed, not answered); the one with the fewest holders first, then
-    /// the longest held. With the branch and budget its first holder has (none: adopted).
+    /// the longest held. With the branch its first holder has.
     pub fn backup_for(
         &self,
         worker: &str,
         now: Instant,
         may: impl Fn(&Question) -> bool,
-    ) -> Option<(Question, Option<Branch>, Option<u64>)> {
+    ) -> Option<(Question, Option<Branch>)> {
         let old = self.lease * BACKUP_AFTER;
         self.units
             .iter()
-            .filter_map(|(q, u)| Some((q, u.lease.as_ref()?, u)))
-            .filter(|(q, l, u)| {
-                !u.held_by(worker) && !u.split && now.saturating_duration_since(l.given) >= old && may(q)
+            .filter_map(|(q, u)| Some((q, u.lease.as_ref()?, u.held_since?, u)))
+            .filter(|(q, _, since, u)| {
+                !u.held_by(worker) && !u.split && now.saturating_duration_since(*since) >= old && may(q)
             })
-            .min_by_key(|(q, l, u)| (u.backups.len(), l.given, **q))
-            .map(|(q, l, _)| (*q, l.branch, l.budget))
+            .min_by_key(|(q, _, since, u)| (u.backups.len(), *since, **q))
+            .map(|(q, l, ..)| (*q, l.branch))
     }
 
     /// True when `q` was handed to `worker` under `attempt` in this run.
@@ -288,16 +290,9 @@ impl Units {
             return false;
         }
         unit.attempt = unit.attempt.max(attempt);
-        let lease = Lease {
-            branch: None,
-            worker: worker.to_string(),
-            attempt,
-            since: None,
-            given: now,
-            deadline,
-            nodes,
-            budget: None,
-        };
+        unit.held_since.get_or_insert(now);
+        let lease =
+            Lease { branch: None, worker: worker.to_string(), attempt, since: None, deadline, nodes, budget: None };
         if unit.lease.is_some() {
             unit.backups.push(lease);
         } else {
