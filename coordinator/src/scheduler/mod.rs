@@ -661,14 +661,10 @@ impl Scheduler {
         let reprove = self.ledger.to_reprove().contains(&q);
         // Another answer that agrees is a duplicate. One that contradicts, from the first
         // holder searching on after a backup or a late attempt answered (units.rs), is refused
-        // below and the coordinator's own search decides; from anyone else it is ignored, as
-        // is a second one (each refusal costs a search).
+        // below and the coordinator's own search decides; from anyone else it is ignored
+        // (each refusal costs a search).
         let agrees = self.top.held(&q.region).agrees_with(q.query.answer_only(s.facts));
-        let first = self
-            .units
-            .get(&q)
-            .and_then(|u| u.lease.as_ref())
-            .is_some_and(|l| l.worker == s.worker && l.attempt == s.attempt);
+        let first = self.units.get(&q).is_some_and(|u| u.is_first(&s.worker));
         if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && (agrees || !first) {
             self.counters.duplicates += 1;
             self.units.drop_lease_of(&q, &s.worker);
