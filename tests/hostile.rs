@@ -479,12 +479,20 @@ fn a_liar_whose_true_facts_were_loaded_takes_no_honest_work_down() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _in_runtime = rt.enter();
     let mut mole = ProtoClient::new(&c.url, "mole");
+    mole.register.threads = 2;
     let id = mole.id();
-    // A unit answered truly, with a true fact.
-    let first = rt.block_on(async {
+    // Two units: one answered truly, with a true fact; one held, to lie about later (the
+    // lie made now, so that it goes in at once: the job may not last long after).
+    let (first, held) = rt.block_on(async {
         mole.register(PATIENCE).await.unwrap();
-        mole.unit().await.unwrap().expect("a unit")
+        let first = mole.unit().await.unwrap().expect("a unit");
+        let held = match mole.client.lease(pb::LeaseRequest { slot: 1 }).await.unwrap().into_inner().reply {
+            Some(pb::lease_reply::Reply::Unit(u)) => u,
+            other => panic!("no second unit: {other:?}"),
+        };
+        (first, held)
     });
+    let (_, wrong) = truth_and_lie(&held, u64::MAX).unwrap();
     let region = cram_proto::region_from_pb(first.region.as_ref()).unwrap();
     let mut solver = Solver::new(&Config { tt_bytes: 64 << 20, pairing: true }, std::sync::Arc::new(DbSet::default()));
     let target = cram_engine::options::options(&region)
@@ -516,12 +524,11 @@ fn a_liar_whose_true_facts_were_loaded_takes_no_honest_work_down() {
         }
         false
     });
-    // Then a lie about a unit leased now, caught by the coordinator's search: the mole is
-    // disconnected.
+    // Then the lie, caught by the coordinator's search (every result is verified, and the
+    // answer waits for the verifications): the mole is disconnected.
     let caught = rt.block_on(async {
-        let next = mole.unit().await.unwrap().expect("a unit to lie about");
-        let (_, wrong) = truth_and_lie(&next, u64::MAX).unwrap();
-        assert!(mole.submit(&next, &next.unit_id, wrong, Vec::new()).await.unwrap().recorded, "the lie was not taken");
+        // Recorded, or refused for contradicting facts held (then the search decides too).
+        let _ = mole.submit(&held, &held.unit_id, wrong, Vec::new()).await;
         mole.disconnected_within(PATIENCE).await
     });
     assert!(caught, "the lie did not disconnect the mole");
