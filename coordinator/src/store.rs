@@ -127,6 +127,10 @@ impl Store {
     /// directory is locked first: a second coordinator on it is refused before it reads
     /// (or cuts) anything.
     pub fn open(dir: &Path, job: &JobRecord) -> Result<(Store, Replay), StoreError> {
+        if dir.exists() && !dir.is_dir() {
+            let source = std::io::Error::other("a file, not a directory: give --state a directory (new or a job's)");
+            return Err(StoreError::Io { path: dir.to_path_buf(), source });
+        }
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let lock = lock_dir(dir)?;
         let log_path = dir.join(LOG_FILE);
@@ -493,6 +497,18 @@ mod tests {
         let (_, replay) = Store::open(&dir, &job("3x7")).unwrap();
         assert_eq!(replay.events.len(), 1);
         assert_eq!(std::fs::read_to_string(&log).unwrap(), format!("{job_line}\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_state_that_is_a_file_is_refused_and_left_alone() {
+        let dir = tempdir("file");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("notes.txt");
+        std::fs::write(&file, b"a user's file").unwrap();
+        let err = Store::open(&file, &job("3x7")).err().expect("a file is no state");
+        assert!(err.to_string().contains("a file, not a directory"), "{err}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"a user's file");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
