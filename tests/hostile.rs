@@ -432,32 +432,43 @@ fn a_proof_larger_than_the_checks_memory_is_refused_unread() {
     a_certified_job_finds_out("huge-proof", false, proof, "MiB a proof may take", false, &memory);
 }
 
-/// Shared facts a job did not ask for (sharing off, the default) are dropped unread: a
-/// fact about a 99-cell region, which the coordinator could not verify in any time, does
-/// not hold up its one check thread, and the job ends with the published value.
+/// Shared facts a job did not ask for are dropped unread: with sharing off (the default)
+/// any, with sharing on those about regions no smaller than the unit's. A fact about a
+/// 99-cell region, which the coordinator could not verify in any time, does not hold up its
+/// one check thread, and the job ends with the published value. (With sharing on, such a
+/// fact used to take the only check thread for ever: the verifications the answer waits for
+/// never ran.)
 #[test]
 fn shared_facts_the_job_did_not_ask_for_are_dropped() {
-    let dir = scratch("unasked");
-    let state = dir.join("state");
     let job = "5x6";
     let want = engine(&[job], &[]);
-    let c = start_coordinator(&dir, &state, job, &["--check-threads", "1"]);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let _in_runtime = rt.enter();
-    let mut m = ProtoClient::new(&c.url, "unasked");
-    rt.block_on(async {
-        m.register(PATIENCE).await.unwrap();
-        let unit = m.unit().await.unwrap().expect("a unit");
-        let huge = cram_engine::region::AnyRegion::from_dense(10, 10, ((1u128 << 100) - 1) & !1).unwrap();
-        let fact = cram_engine::SharedFact { region: huge, facts: cram_engine::Facts::UNKNOWN, nodes: 1 << 40 };
-        let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
-        let reply = m.submit(&unit, &unit.unit_id, right, vec![cram_proto::shared_to_pb(&fact); 4]).await;
-        assert!(reply.is_ok_and(|r| r.recorded));
-    });
-    let (mut w, _) = start_worker(&dir, &c.url, &[]);
-    assert_eq!(result_of(c, PATIENCE), want[job].clone());
-    assert!(wait(&mut w, PATIENCE, "worker").success());
-    assert!(results(&state).iter().all(|r| r["shared"].as_array().is_none_or(|a| a.is_empty())));
+    let sharing_on = ["--check-threads", "1", "--share-min-cells", "20", "--share-min-nodes", "1"];
+    for (name, args) in [("unasked", &["--check-threads", "1"][..]), ("unasked-sharing", &sharing_on[..])] {
+        let dir = scratch(name);
+        let state = dir.join("state");
+        let c = start_coordinator(&dir, &state, job, args);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let _in_runtime = rt.enter();
+        let mut m = ProtoClient::new(&c.url, name);
+        rt.block_on(async {
+            m.register(PATIENCE).await.unwrap();
+            let unit = m.unit().await.unwrap().expect("a unit");
+            let huge = cram_engine::region::AnyRegion::from_dense(10, 10, ((1u128 << 100) - 1) & !1).unwrap();
+            let fact = cram_engine::SharedFact { region: huge, facts: cram_engine::Facts::UNKNOWN, nodes: 1 << 40 };
+            let (right, _) = truth_and_lie(&unit, u64::MAX).unwrap();
+            let reply = m.submit(&unit, &unit.unit_id, right, vec![cram_proto::shared_to_pb(&fact); 4]).await;
+            assert!(reply.is_ok_and(|r| r.recorded));
+        });
+        let (mut w, _) = start_worker(&dir, &c.url, &[]);
+        assert_eq!(result_of(c, PATIENCE), want[job].clone(), "{name}");
+        assert!(wait(&mut w, PATIENCE, "worker").success());
+        let huge = cram_engine::region::AnyRegion::from_dense(10, 10, ((1u128 << 100) - 1) & !1).unwrap().key();
+        let too_large = |f: &serde_json::Value| f[0].as_str() == Some(huge.as_str());
+        assert!(
+            results(&state).iter().all(|r| r["shared"].as_array().is_none_or(|a| !a.iter().any(too_large))),
+            "{name}: the 99-cell fact was logged"
+        );
+    }
 }
 
 /// A worker that shares a true fact (verified by the coordinator, then loaded by an honest

@@ -188,7 +188,7 @@ impl Job {
     /// known.
     async fn after_step(&mut self) -> Result<(), StoreError> {
         while self.answered.is_none() && self.checker.has_room() {
-            let Some(q) = self.sched.next_search() else { break };
+            let Some(q) = self.sched.next_search(self.checker.has_room_for_later()) else { break };
             self.checker.start(q);
         }
         if let Some(p) = self.proofs.as_mut() {
@@ -404,8 +404,17 @@ impl Job {
         // Facts the job did not ask for are not taken: each would cost a search of its
         // region by the coordinator (with sharing off, any worker could otherwise keep the
         // coordinator's verifications busy with regions it cannot finish).
+        // Nor facts about regions as large as the unit's or larger: a search of the unit
+        // meets only smaller ones, and a fact about any other region (a rectangle larger
+        // than the board) would cost a search longer than the unit's.
         let share = self.settings.share;
-        s.shared.retain(|f| share.min_cells > 0 && f.region.cells() >= share.min_cells && f.nodes >= share.min_nodes);
+        let below = unit.region.cells();
+        s.shared.retain(|f| {
+            share.min_cells > 0
+                && f.region.cells() >= share.min_cells
+                && f.region.cells() < below
+                && f.nodes >= share.min_nodes
+        });
         match self.sched.judge(&s, now) {
             Verdict::Ignore(why) => {
                 tracing::debug!(%unit, worker = %s.worker, why, "result not recorded");

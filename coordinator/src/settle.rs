@@ -56,6 +56,13 @@ impl Checker {
         self.running.len() < self.threads
     }
 
+    /// True when a search the answer does not wait for (a shared fact's region) may start
+    /// now: such searches take at most half the threads (one of one), so that the
+    /// searches the answer waits for always find a thread within one such search.
+    pub fn has_room_for_later(&self) -> bool {
+        self.running.len() < self.threads.div_ceil(2)
+    }
+
     /// Starts searching `q` (when [`Checker::has_room`]).
     pub fn start(&mut self, q: Question) {
         tracing::info!(question = %q, "the coordinator searches a question itself");

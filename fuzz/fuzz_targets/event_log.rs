@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = sched.answer();
     let _ = sched.results_digest();
     let now = Instant::now();
-    if let Some(q) = sched.next_search() {
+    if let Some(q) = sched.next_search(true) {
         for e in sched.searched(q, cram_engine::Facts::UNKNOWN, 1, 1) {
             sched.apply(&e);
         }

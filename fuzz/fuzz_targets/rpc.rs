@@ -120,7 +120,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             9 => {
-                if let Some(q) = sched.next_search() {
+                if let Some(q) = sched.next_search(true) {
                     let value = bytes.first().copied().unwrap_or(0) % 8;
                     for e in sched.searched(q, cram_engine::Facts::exact(value), 1, 1) {
                         sched.apply(&e);

@@ -38,6 +38,12 @@ impl CheckPolicy {
     /// measurements without verification.
     pub const NONE: CheckPolicy = CheckPolicy { sample_one_in: 0, decisive: false };
 
+    /// True when the policy verifies anything (jobs whose workers share the coordinator's
+    /// memory verify nothing).
+    pub fn verifies(self) -> bool {
+        self != CheckPolicy::NONE
+    }
+
     /// Draws whether a result is to be verified: a `decisive` one when the policy says so,
     /// any other with probability one in [`CheckPolicy::sample_one_in`].
     pub fn draw(self, decisive: bool) -> bool {
@@ -330,10 +336,13 @@ impl Ledger {
         self.holds_from(q, worker) && !self.to_reprove.contains(q)
     }
 
-    /// The next search for the coordinator to make, not `settled` already; it is then under
-    /// way until [`Ledger::settle`] or [`Ledger::search_dropped`].
-    pub fn next_search(&mut self, settled: impl Fn(&Question) -> bool) -> Option<Question> {
-        while let Some(q) = self.to_search.pop_front().or_else(|| self.to_search_later.pop_front()) {
+    /// The next search for the coordinator to make, not `settled` already (one the answer
+    /// does not wait for only when `later`); it is then under way until [`Ledger::settle`]
+    /// or [`Ledger::search_dropped`].
+    pub fn next_search(&mut self, settled: impl Fn(&Question) -> bool, later: bool) -> Option<Question> {
+        while let Some(q) =
+            self.to_search.pop_front().or_else(|| later.then(|| self.to_search_later.pop_front()).flatten())
+        {
             if !settled(&q) {
                 self.searching.insert(q);
                 return Some(q);

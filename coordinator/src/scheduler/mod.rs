@@ -211,7 +211,7 @@ impl Scheduler {
     ) -> Scheduler {
         // A job that verifies nothing trusts its workers (`cram solve --workers`: the
         // coordinator's own threads, on one table): no bound on splits, no backups.
-        let trusting = checks == CheckPolicy::NONE && !certified;
+        let trusting = !checks.verifies() && !certified;
         Scheduler {
             top,
             mode,
@@ -634,9 +634,11 @@ impl Scheduler {
             let pass_on = if unit.is_some_and(|u| u.is_backup(&s.worker)) {
                 // A backup does not split a unit another worker searches on (nor cancel it).
                 Some("an unfinished result of a backup; the unit's first holder searches on")
-            } else if short {
-                // Leased before a restart, with a budget not known here.
-                Some("an unfinished result of a unit adopted after a restart, short of this run's budget; the unit goes to another worker")
+            } else if adopted {
+                // Leased before a restart, with a budget not known here; and adoption hands
+                // a unit to whoever says it searched it, so it splits nothing (a client
+                // would split and cancel honest searches at will).
+                Some("an unfinished result of a unit adopted after a restart; the unit goes to another worker")
             } else if !self.may_split() {
                 Some("the job splits no more units for now; the unit goes to a worker that searches it whole")
             } else if self.workers.get_mut(&s.worker).is_some_and(|w| w.unfinished >= SPARE_SPLITS + 2 * w.finished) {
@@ -665,7 +667,11 @@ impl Scheduler {
         // (each refusal costs a search).
         let agrees = self.top.held(&q.region).agrees_with(q.query.answer_only(s.facts));
         let first = self.units.get(&q).is_some_and(|u| u.is_first(&s.worker));
-        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && (agrees || !first) {
+        // In a certified job the first holder's agreeing answer is held too while the held
+        // one is not proved: its proof is then checked, so a backup's proof that fails
+        // does not take the unit's answer down with it.
+        let second_proof = self.certified && first && agrees && !self.ledger.is_verified(&q);
+        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && !second_proof && (agrees || !first) {
             self.counters.duplicates += 1;
             self.units.drop_lease_of(&q, &s.worker);
             return Verdict::Ignore("the unit is answered already");
@@ -684,9 +690,19 @@ impl Scheduler {
             return Verdict::Refuse { events: vec![refusal(&reason)], reason, disconnect: false };
         }
         // A certified result is verified by its proof, always; another by the coordinator's
-        // search when drawn.
+        // search when drawn, or always when it does not come from the unit's first holder
+        // under the lease this run handed it (a backup, an attempt whose lease ended, a unit
+        // adopted after a restart): the first holder's dispute may come too late (the job can
+        // end on the answer), and adoption hands a unit to whoever says it searched it.
         let decisive = self.frontier.decisive.contains(&q);
-        let verify = self.certified || !self.top.is_settled(&q) && self.ledger.policy().draw(decisive);
+        let handed = self
+            .units
+            .get(&q)
+            .and_then(|u| u.lease.as_ref())
+            .is_some_and(|l| l.worker == s.worker && l.attempt == s.attempt && l.since.is_some());
+        let policy = self.ledger.policy();
+        let verify =
+            self.certified || !self.top.is_settled(&q) && (policy.draw(decisive) || !handed && policy.verifies());
         Verdict::Accept(record(verify))
     }
 
@@ -725,12 +741,13 @@ impl Scheduler {
     }
 
     /// The next question for the coordinator to search itself: a result to verify, a
-    /// refused one to decide, conflicting facts, a shared fact. It is under way until its
-    /// answer is applied ([`Scheduler::searched`]) or [`Scheduler::search_dropped`].
-    pub fn next_search(&mut self) -> Option<Question> {
+    /// refused one to decide, conflicting facts, and when `later` a shared fact. It is under
+    /// way until its answer is applied ([`Scheduler::searched`]) or
+    /// [`Scheduler::search_dropped`].
+    pub fn next_search(&mut self, later: bool) -> Option<Question> {
         self.refresh();
         let top = &self.top;
-        self.ledger.next_search(|q| top.is_settled(q))
+        self.ledger.next_search(|q| top.is_settled(q), later)
     }
 
     /// Gives up a search that could not finish (the coordinator is stopping).

@@ -78,7 +78,7 @@ fn unit(s: &mut Scheduler, worker: &str, slot: u32, t: Instant) -> (Question, u6
 /// Makes the coordinator's own searches due now, logging their events; returns them.
 fn search_all(s: &mut Scheduler) -> Vec<Event> {
     let mut log = Vec::new();
-    while let Some(q) = s.next_search() {
+    while let Some(q) = s.next_search(true) {
         for e in s.searched(q, truth(q), 100, 1) {
             s.apply(&e);
             log.push(e);
@@ -454,7 +454,7 @@ fn a_distrust_cut_off_by_a_kill_is_owed_by_the_replay() {
     let liar = s.register("11", "liar", 1, t0).unwrap();
     let (u, k) = unit(&mut s, &liar, 0, t0);
     let mut log = submit(&mut s, sub(&liar, u, k, lie(u), true, 9)).1;
-    let q = s.next_search().expect("the result is verified");
+    let q = s.next_search(true).expect("the result is verified");
     let answer = s.searched(q, truth(q), 100, 1);
     assert!(matches!(&answer[..], [Event::Result(_), Event::Distrust { .. }]), "{answer:?}");
     // Killed after the first line.
@@ -645,7 +645,7 @@ fn a_result_on_a_question_the_coordinator_searched_already_waits_for_nothing() {
     let j = s.units.grant(u, &honest, 0, None, BUDGET, t0);
     let (v, _) = submit(&mut s, sub(&honest, u, j, truth(u), true, 9));
     assert!(matches!(v, Verdict::Accept(ref r) if !r.verify), "searched already: {v:?}");
-    assert!(s.ledger.awaiting().is_empty() && s.next_search().is_none());
+    assert!(s.ledger.awaiting().is_empty() && s.next_search(true).is_none());
 }
 
 /// The ETA says it is a lower bound exactly while the walk of the top has cut a branch at
@@ -750,7 +750,7 @@ fn once_a_disputer_is_shown_wrong_its_other_disputes_are_not_searched() {
     // The first search shows it wrong; of the rest only the honest answers' verifications
     // are searched, and then nothing waits.
     let mut searched = Vec::new();
-    while let Some(q) = s.next_search() {
+    while let Some(q) = s.next_search(true) {
         searched.push(q);
         for e in s.searched(q, truth(q), 100, 1) {
             s.apply(&e);
@@ -765,7 +765,7 @@ fn once_a_disputer_is_shown_wrong_its_other_disputes_are_not_searched() {
     let mut replayed = scheduler(policy);
     replayed.replay(&log);
     assert!(replayed.workers.is_distrusted(&liar) && replayed.ledger.verified() == 3);
-    assert_eq!(replayed.next_search(), None);
+    assert_eq!(replayed.next_search(true), None);
     assert!(replayed.ledger.is_quiet());
 }
 
@@ -918,4 +918,131 @@ fn when_the_first_holder_lets_go_the_backup_holds_the_unit_and_a_trusting_job_ma
     let late = trusting.since + trusting.units.lease_length() * BACKUP_AFTER;
     assert!(trusting.heartbeat(&staller, u, 1, 100, late - Duration::from_secs(1)));
     assert!(matches!(trusting.lease(&honest, 0, late), LeaseOutcome::Wait));
+}
+
+/// A policy that verifies the decisive results and, in practice, none drawn: what a test
+/// needs to see which results are verified whatever the draw.
+const DECISIVE_ONLY: CheckPolicy = CheckPolicy { sample_one_in: u32::MAX, decisive: true };
+
+/// A unit of `worker` that does not decide the root or a first move (those are always
+/// verified), the decisive ones before it answered truly.
+fn undecisive_unit(s: &mut Scheduler, worker: &str, t: Instant) -> (Question, u64) {
+    loop {
+        let (q, k) = unit(s, worker, 0, t);
+        if !s.frontier.decisive.contains(&q) {
+            return (q, k);
+        }
+        submit_at(s, sub(worker, q, k, truth(q), true, 10), t);
+        search_all(s);
+    }
+}
+
+/// Whether an accepted verdict's result is to be verified.
+fn verified(v: &Verdict) -> bool {
+    match v {
+        Verdict::Accept(r) => r.verify,
+        other => panic!("not accepted: {other:?}"),
+    }
+}
+
+/// A finished answer is believed on a draw only from the unit's first holder under the
+/// lease this run handed it. From anyone else it is always verified: a backup's or a late
+/// attempt's lie could otherwise end the job before the first holder disputes it (a review
+/// found 3x8 answered \*1 instead of \*3 that way), and a unit adopted after a restart was
+/// handed to whoever said it searched it. An adopted unit's unfinished result splits
+/// nothing.
+#[test]
+fn answers_not_from_the_first_holder_under_its_lease_are_always_verified() {
+    let mut s = scheduler_of("4x6", DECISIVE_ONLY);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    // A late answer: a's lease expired and b holds the unit now.
+    let (u, k) = undecisive_unit(&mut s, &a, t0);
+    let t1 = t0 + Duration::from_secs(11);
+    assert!(s.expire(t1).iter().any(|(q, w)| *q == u && *w == a));
+    let LeaseOutcome::Unit(again, k2, _) = s.lease(&b, 0, t1) else { panic!("the unit goes to b") };
+    assert_eq!(again, u);
+    assert!(verified(&submit_at(&mut s, sub(&a, u, k, lie(u), true, 10), t1).0), "a late answer");
+    // Its lie is caught before any answer rests on it; b's answer, from the unit's first
+    // holder, is taken on the draw.
+    let found = search_all(&mut s);
+    assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == a)), "{found:?}");
+    let (v, _) = submit_at(&mut s, sub(&b, u, k2, truth(u), true, 10), t1);
+    assert!(matches!(v, Verdict::Accept(_) | Verdict::Ignore(_)), "{v:?}");
+    let (w, k3) = undecisive_unit(&mut s, &b, t1);
+    assert!(!verified(&submit_at(&mut s, sub(&b, w, k3, truth(w), true, 10), t1).0), "the first holder's, not drawn");
+
+    // A backup's answer.
+    let mut s = scheduler_of("4x6", DECISIVE_ONLY);
+    let t0 = s.since;
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    let hostile = s.register("11", "hostile", 1, t0).unwrap();
+    let (u, k) = undecisive_unit(&mut s, &honest, t0);
+    // (Leased as a backup: how it comes to be is `a_unit_held_long_is_leased_as_a_backup…`.)
+    let kb = s.units.grant(u, &hostile, 0, None, 0, t0);
+    assert!(s.units.get(&u).unwrap().is_backup(&hostile) && s.units.get(&u).unwrap().is_first(&honest));
+    let at = t0;
+    let (v, _) = submit_at(&mut s, sub(&hostile, u, kb, lie(u), true, 10), at);
+    assert!(verified(&v), "a backup's answer");
+    assert!(s.heartbeat(&honest, u, k, 100, at), "the first holder searches on");
+    let found = search_all(&mut s);
+    assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == hostile)), "{found:?}");
+
+    // A restarted coordinator: a unit adopted by its result, and one by an unfinished result.
+    let mut s = scheduler_of("4x6", DECISIVE_ONLY);
+    let t0 = s.since;
+    let c = s.register("cc", "c", 2, t0).unwrap();
+    let open: Vec<Question> = {
+        s.refresh();
+        s.frontier.open.iter().map(|(q, _)| *q).filter(|q| !s.frontier.decisive.contains(q)).collect()
+    };
+    assert!(verified(&submit(&mut s, sub(&c, open[0], 3, truth(open[0]), true, 10)).0), "an adopted answer");
+    let (v, events) = submit(&mut s, sub(&c, open[1], 3, Facts::UNKNOWN, false, 100 * BUDGET));
+    assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }) && events.is_empty(), "{v:?}");
+    assert!(!s.units.is_split(&open[1]), "an adopted unit splits nothing");
+}
+
+/// In a certified job a backup's answer does not push the first holder's agreeing one out:
+/// both are held and both proofs are checked, so a backup whose proof fails does not take
+/// the unit's answer (and the honest search and proof) down with it.
+#[test]
+fn a_certified_first_holders_answer_is_held_beside_a_backups_until_one_is_proved() {
+    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 0, false);
+    let mut s = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true);
+    let t0 = s.since;
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    let hostile = s.register("11", "hostile", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &honest, 0, t0);
+    let lease = s.units.lease_length();
+    let (mut at, mut n) = (t0, 0);
+    while at <= t0 + lease * BACKUP_AFTER {
+        n += 100;
+        assert!(s.heartbeat(&honest, u, k, n, at));
+        at += lease / 2;
+    }
+    let LeaseOutcome::Unit(b, kb, 0) = s.lease(&hostile, 0, at) else { panic!("no backup") };
+    assert_eq!(b, u);
+    // The backup: the right value, with a proof that will not check.
+    let apply = |s: &mut Scheduler, worker: &str, attempt: u64, file: &str| {
+        let mut x = sub(worker, u, attempt, truth(u), true, 10);
+        x.proof = vec![1];
+        let verdict = s.judge(&x, at);
+        let Verdict::Accept(mut r) = verdict else { panic!("{worker}: {verdict:?}") };
+        r.proof = Some(file.to_string());
+        s.apply(&Event::Result(r));
+    };
+    apply(&mut s, &hostile, kb, "bad.proof");
+    assert!(s.heartbeat(&honest, u, k, n + 100, at), "the first holder searches on");
+    apply(&mut s, &honest, k, "good.proof");
+    assert_eq!(s.proofs(), vec!["bad.proof".to_string(), "good.proof".to_string()]);
+    // The backup's proof fails: its worker falls, the first holder's answer stands.
+    s.apply(&Event::Distrust { worker: hostile.clone(), reason: "its proof does not check".into() });
+    assert!(s.ledger.is_answered(&u));
+    assert_eq!(s.proofs(), vec!["good.proof".to_string()]);
+    // Once an answer is proved, a further agreeing one is a duplicate again.
+    s.apply(&Event::Proved { unit: u, worker: honest.clone(), facts: 1 });
+    let mut again = sub(&honest, u, k, truth(u), true, 10);
+    again.proof = vec![1];
+    assert!(matches!(s.judge(&again, at), Verdict::Ignore(_)));
 }
