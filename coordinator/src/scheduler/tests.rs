@@ -1046,3 +1046,19 @@ fn a_certified_first_holders_answer_is_held_beside_a_backups_until_one_is_proved
     again.proof = vec![1];
     assert!(matches!(s.judge(&again, at), Verdict::Ignore(_)));
 }
+
+/// Leasing and handing back a unit in a loop does not grow what the coordinator keeps of
+/// it: one grant per worker, the last (an earlier attempt of the same worker lapses).
+#[test]
+fn a_lease_and_release_loop_keeps_one_grant_per_worker() {
+    let mut s = one_unit(CheckPolicy::DEFAULT);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, first) = unit(&mut s, &a, 0, t0);
+    for _ in 0..100 {
+        assert_eq!(s.release(&a, &[u]), 1);
+        unit(&mut s, &a, 0, t0);
+    }
+    assert_eq!(s.units.get(&u).unwrap().grants.len(), 1);
+    assert!(!s.units.granted(&u, &a, first) && s.units.granted(&u, &a, first + 100));
+}

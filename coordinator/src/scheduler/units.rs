@@ -1,6 +1,6 @@
-//! Units and leases: for every unit a worker was ever given, its attempt number, every
-//! attempt handed out and to whom (a result is taken only from a worker that was given the
-//! unit, under an attempt it was given), whether an unfinished result split it, who holds it
+//! Units and leases: for every unit a worker was ever given, its attempt number, the last
+//! attempt handed to each worker (a result is taken only from a worker that was given the
+//! unit, under the last attempt it was given), whether an unfinished result split it, who holds it
 //! now (worker, attempt, deadline, nodes so far) and which workers had a result on it
 //! refused; and for every worker thread, the branch of the top it worked on last. Nothing
 //! here is logged: after a restart leases start afresh, and for one lease period
@@ -70,11 +70,18 @@ pub struct Unit {
     pub held_since: Option<Instant>,
     /// Workers whose result for it was refused: it goes to others.
     pub refused: HashSet<String>,
-    /// Every (worker, attempt) it was handed out under (or adopted by) in this run.
+    /// The last attempt each worker was handed it under (or adopted it by) in this run: one
+    /// per worker, so that leasing and releasing it in a loop does not grow the list.
     pub grants: Vec<(String, u64)>,
 }
 
 impl Unit {
+    /// Records that `worker` was handed it under `attempt` (its earlier attempts lapse).
+    fn grant_to(&mut self, worker: &str, attempt: u64) {
+        self.grants.retain(|(w, _)| w != worker);
+        self.grants.push((worker.to_string(), attempt));
+    }
+
     /// The leases on it: the first holder's, then the backups'.
     pub fn leases(&self) -> impl Iterator<Item = &Lease> {
         self.lease.iter().chain(self.backups.iter())
@@ -243,7 +250,8 @@ impl Units {
         } else {
             unit.lease = Some(lease);
         }
-        unit.grants.push((worker.to_string(), unit.attempt));
+        let attempt = unit.attempt;
+        unit.grant_to(worker, attempt);
         unit.attempt
     }
 
@@ -298,7 +306,7 @@ impl Units {
         } else {
             unit.lease = Some(lease);
         }
-        unit.grants.push((worker.to_string(), attempt));
+        unit.grant_to(worker, attempt);
         tracing::info!(unit = %q, worker, attempt, "adopted a unit the worker was already searching");
         true
     }
