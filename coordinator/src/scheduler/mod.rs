@@ -691,15 +691,17 @@ impl Scheduler {
         }
         // A certified result is verified by its proof, always; another by the coordinator's
         // search when drawn, or always when it does not come from the unit's first holder
-        // under the lease this run handed it (a backup, an attempt whose lease ended, a unit
-        // adopted after a restart): the first holder's dispute may come too late (the job can
-        // end on the answer), and adoption hands a unit to whoever says it searched it.
+        // under its lease (a backup, an attempt whose lease ended): the first holder's
+        // dispute may come too late (the job can end on the answer). A unit adopted after a
+        // restart counts as leased to the first to come back with it: verifying every
+        // adopted answer would make a restarted frontier job search again, on the
+        // coordinator, every unit its workers were in the middle of.
         let decisive = self.frontier.decisive.contains(&q);
         let handed = self
             .units
             .get(&q)
             .and_then(|u| u.lease.as_ref())
-            .is_some_and(|l| l.worker == s.worker && l.attempt == s.attempt && l.since.is_some());
+            .is_some_and(|l| l.worker == s.worker && l.attempt == s.attempt);
         let policy = self.ledger.policy();
         let verify =
             self.certified || !self.top.is_settled(&q) && (policy.draw(decisive) || !handed && policy.verifies());

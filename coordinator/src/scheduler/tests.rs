@@ -945,12 +945,12 @@ fn verified(v: &Verdict) -> bool {
     }
 }
 
-/// A finished answer is believed on a draw only from the unit's first holder under the
-/// lease this run handed it. From anyone else it is always verified: a backup's or a late
-/// attempt's lie could otherwise end the job before the first holder disputes it (a review
-/// found 3x8 answered \*1 instead of \*3 that way), and a unit adopted after a restart was
-/// handed to whoever said it searched it. An adopted unit's unfinished result splits
-/// nothing.
+/// A finished answer is believed on a draw only from the unit's first holder under its
+/// lease. From anyone else it is always verified: a backup's or a late attempt's lie could
+/// otherwise end the job before the first holder disputes it (a review found 3x8 answered
+/// \*1 instead of \*3 that way). After a restart the first to come back with a unit is its
+/// first holder; an adopted unit's unfinished result splits nothing (adoption gives a unit
+/// to whoever says it searched it).
 #[test]
 fn answers_not_from_the_first_holder_under_its_lease_are_always_verified() {
     let mut s = scheduler_of("4x6", DECISIVE_ONLY);
@@ -989,15 +989,20 @@ fn answers_not_from_the_first_holder_under_its_lease_are_always_verified() {
     let found = search_all(&mut s);
     assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == hostile)), "{found:?}");
 
-    // A restarted coordinator: a unit adopted by its result, and one by an unfinished result.
+    // A restarted coordinator: the first to come back with a unit holds it as if leased it
+    // (its answer taken on the draw); a second one searching it too is a backup.
     let mut s = scheduler_of("4x6", DECISIVE_ONLY);
     let t0 = s.since;
     let c = s.register("cc", "c", 2, t0).unwrap();
+    let d = s.register("dd", "d", 1, t0).unwrap();
     let open: Vec<Question> = {
         s.refresh();
         s.frontier.open.iter().map(|(q, _)| *q).filter(|q| !s.frontier.decisive.contains(q)).collect()
     };
-    assert!(verified(&submit(&mut s, sub(&c, open[0], 3, truth(open[0]), true, 10)).0), "an adopted answer");
+    assert!(s.heartbeat(&c, open[0], 3, 100, t0) && s.heartbeat(&d, open[0], 5, 100, t0));
+    assert!(verified(&submit(&mut s, sub(&d, open[0], 5, truth(open[0]), true, 10)).0), "an adopted backup's");
+    assert!(!verified(&submit(&mut s, sub(&c, open[2], 3, truth(open[2]), true, 10)).0), "the first to come back");
+    // An adopted unit's unfinished result splits nothing, whatever it searched.
     let (v, events) = submit(&mut s, sub(&c, open[1], 3, Facts::UNKNOWN, false, 100 * BUDGET));
     assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }) && events.is_empty(), "{v:?}");
     assert!(!s.units.is_split(&open[1]), "an adopted unit splits nothing");
