@@ -233,6 +233,11 @@ impl Job {
         }
         if let Some(e) = ProofChecker::event(&c) {
             self.log(&e).await?;
+            if matches!(c.checked, Checked::Proved(_)) {
+                for wrong in self.sched.shown_wrong_by_proof(c.unit, &c.worker) {
+                    self.log(&wrong).await?;
+                }
+            }
         }
         Ok(())
     }

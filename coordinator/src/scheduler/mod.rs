@@ -787,6 +787,15 @@ impl Scheduler {
         events
     }
 
+    /// The distrusts a proof of `worker`'s answer to `q` shows (once its `Proved` event is
+    /// applied): every worker whose held or refused facts about the region contradict the
+    /// proven answer. A dispute a proof decides costs no search of the coordinator (the
+    /// queued one is dropped with the disputer).
+    pub fn shown_wrong_by_proof(&self, q: Question, worker: &str) -> Vec<Event> {
+        let proven = self.ledger.held().find(|(u, w, _)| *u == q && *w == worker).map(|(_, _, f)| f);
+        proven.map_or_else(Vec::new, |facts| self.ledger.wrong_about(q.region, facts))
+    }
+
     /// The distrusts a replayed log owes: the coordinator's own answer to a question is
     /// logged before the distrusts it shows ([`Scheduler::searched`]), so a coordinator
     /// killed between the two leaves a false result held that would wait for ever for the

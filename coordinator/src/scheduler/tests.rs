@@ -1067,3 +1067,36 @@ fn a_lease_and_release_loop_keeps_one_grant_per_worker() {
     assert_eq!(s.units.get(&u).unwrap().grants.len(), 1);
     assert!(!s.units.granted(&u, &a, first) && s.units.granted(&u, &a, first + 100));
 }
+
+/// In a certified job a dispute that a proof decides costs no search: once the held answer
+/// is proved, the worker whose refused answer contradicts it is shown wrong, and the
+/// coordinator's search of the question is dropped.
+#[test]
+fn a_dispute_a_proof_decides_is_not_searched() {
+    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 0, false);
+    let mut s = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true);
+    let t0 = s.since;
+    let disputer = s.register("11", "disputer", 1, t0).unwrap();
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &disputer, 0, t0);
+    let kb = s.units.grant(u, &honest, 0, None, 0, t0);
+    let certified = |worker: &str, attempt: u64, facts: Facts| {
+        let mut x = sub(worker, u, attempt, facts, true, 10);
+        x.proof = vec![1];
+        x
+    };
+    let Verdict::Accept(mut r) = s.judge(&certified(&honest, kb, truth(u)), t0) else { panic!("the backup's answer") };
+    r.proof = Some("honest.proof".into());
+    s.apply(&Event::Result(r));
+    let (v, _) = submit_at(&mut s, certified(&disputer, k, lie(u)), t0);
+    assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }), "{v:?}");
+    assert!(!s.ledger.is_quiet(), "the dispute waits for the coordinator's search");
+    s.apply(&Event::Proved { unit: u, worker: honest.clone(), facts: 1 });
+    let wrong = s.shown_wrong_by_proof(u, &honest);
+    assert!(matches!(&wrong[..], [Event::Distrust { worker, .. }] if *worker == disputer), "{wrong:?}");
+    for e in &wrong {
+        s.apply(e);
+    }
+    assert_eq!(s.next_search(true), None, "no search left to make");
+    assert!(s.ledger.is_verified(&u) && s.answer().is_some());
+}
