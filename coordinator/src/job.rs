@@ -382,6 +382,7 @@ impl Job {
         let reply = match self.sched.lease(worker, slot, now) {
             LeaseOutcome::Unit(q, attempt, node_budget) => {
                 tracing::debug!(unit = %q, attempt, %worker, "leased");
+                self.store.record_grant(&q, worker, attempt);
                 let shared = if self.settings.share.min_cells == 0 {
                     Vec::new()
                 } else {

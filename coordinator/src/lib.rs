@@ -228,6 +228,7 @@ pub async fn run(
     };
     let mut sched = scheduler(&settings, depth);
     sched.replay(&replay.events);
+    sched.granted_earlier(store.grants()?);
     if replay.done.is_none() {
         for e in sched.owed_verdicts() {
             tracing::warn!(event = ?e, "the last run stopped between its own search and the distrust it showed; logging the distrust now");

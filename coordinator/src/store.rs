@@ -14,6 +14,7 @@
 //! afresh from the log.
 
 use crate::events::{read_events, sealed_line, Event, JobRecord, LogError, LogRead, Replay, ResultRecord};
+use cram_engine::Question;
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -28,6 +29,9 @@ pub const LOCK_FILE: &str = "lock";
 pub const PROOF_DIR: &str = "proofs";
 /// The index's key of the log's reach: its line count and last seal (16 bytes).
 const REACH: &[u8] = b"log";
+/// The index's tree of grants: unit id, a zero byte and worker id → the last attempt the
+/// worker was leased the unit under (8 bytes), in any run.
+const GRANTS: &[u8] = b"grants";
 
 /// The proof saved under `name` in the proof directory `dir` ([`Store::save_proof`],
 /// [`Store::proof_dir`]).
@@ -216,6 +220,37 @@ impl Store {
         self.index.insert(REACH, &v[..]).map_err(err)?;
         self.index.flush().map_err(err)?;
         Ok(())
+    }
+
+    /// Notes that `worker` was leased `q` under `attempt`, so that after a restart it may
+    /// keep searching it (adoption needs a grant). Written to the index without waiting for
+    /// the disk (sled writes it within half a second): a grant lost with a crash costs only
+    /// that worker's search of the unit, which then goes to another. A failure is logged and
+    /// changes nothing else.
+    pub fn record_grant(&self, q: &Question, worker: &str, attempt: u64) {
+        let key = [q.to_string().as_bytes(), &[0], worker.as_bytes()].concat();
+        let written = self.index.open_tree(GRANTS).and_then(|t| t.insert(key, &attempt.to_le_bytes()[..]));
+        if let Err(e) = written {
+            tracing::warn!(unit = %q, worker, "the grant could not be noted in the state index ({e}); the unit cannot be adopted after a restart");
+        }
+    }
+
+    /// Every grant noted in earlier runs (and this one): (unit, worker, last attempt).
+    /// Entries that do not read back are passed over.
+    pub fn grants(&self) -> Result<Vec<(Question, String, u64)>, StoreError> {
+        let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
+        let tree = self.index.open_tree(GRANTS).map_err(err)?;
+        let mut out = Vec::new();
+        for entry in tree.iter() {
+            let (k, v) = entry.map_err(err)?;
+            let Some(zero) = k.iter().position(|&b| b == 0) else { continue };
+            let (unit, worker) = (std::str::from_utf8(&k[..zero]), std::str::from_utf8(&k[zero + 1..]));
+            let (Ok(unit), Ok(worker), Ok(attempt)) = (unit, worker, <[u8; 8]>::try_from(v.as_ref())) else { continue };
+            if let Ok(q) = unit.parse::<Question>() {
+                out.push((q, worker.to_string(), u64::from_le_bytes(attempt)));
+            }
+        }
+        Ok(out)
     }
 
     /// Appends `event` to the log and waits until it is on disk, then records the log's
@@ -497,6 +532,31 @@ mod tests {
         let (_, replay) = Store::open(&dir, &job("3x7")).unwrap();
         assert_eq!(replay.events.len(), 1);
         assert_eq!(std::fs::read_to_string(&log).unwrap(), format!("{job_line}\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn grants_survive_a_reopen_one_per_unit_and_worker() {
+        let dir = tempdir("grants");
+        let q: Question = "3x7:1fffff?1".parse().unwrap();
+        let r: Question = "3x7:1fffff?2".parse().unwrap();
+        {
+            let (store, _) = Store::open(&dir, &job("3x7")).unwrap();
+            assert!(store.grants().unwrap().is_empty());
+            store.record_grant(&q, "a#1", 1);
+            store.record_grant(&q, "a#1", 3);
+            store.record_grant(&q, "b#2", 2);
+            store.record_grant(&r, "a#1", 1);
+            store.index.flush().unwrap();
+        }
+        let (store, _) = Store::open(&dir, &job("3x7")).unwrap();
+        let mut grants = store.grants().unwrap();
+        grants.sort();
+        let want = [(q, "a#1", 3), (q, "b#2", 2), (r, "a#1", 1)].map(|(q, w, k)| (q, w.to_string(), k));
+        let mut want = want.to_vec();
+        want.sort();
+        assert_eq!(grants, want);
+        drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

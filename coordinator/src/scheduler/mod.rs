@@ -429,6 +429,12 @@ impl Scheduler {
         !self.ledger.answered_by(q, worker) && !self.units.refused(q, worker)
     }
 
+    /// The grants of earlier runs, from the state (unit, worker, last attempt): after a
+    /// restart a worker may adopt only a unit it was leased under the attempt it says.
+    pub fn granted_earlier(&mut self, grants: impl IntoIterator<Item = (Question, String, u64)>) {
+        self.units.granted_earlier(grants);
+    }
+
     /// This run starts serving at `now`: its adoption period starts then, not when the
     /// scheduler was built (replaying a long log and reloading proofs can take longer
     /// than a lease, and the units workers searched meanwhile would be thrown away).

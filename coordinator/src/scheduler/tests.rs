@@ -165,16 +165,24 @@ fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
     let mut s = scheduler(CheckPolicy::NONE);
     let t0 = s.since;
     let a = s.register("aa", "a", 2, t0).unwrap();
+    let b = s.register("bb", "b", 1, t0).unwrap();
     let open: Vec<Question> = {
         s.refresh();
         s.frontier.open.iter().map(|(q, _)| *q).collect()
     };
+    // What the previous run leased (the state's grants).
+    let earlier = [(0, &a, 7), (1, &a, 3), (0, &b, 5), (3, &b, 2), (2, &a, 4), (2, &b, u64::MAX)];
+    s.granted_earlier(earlier.iter().map(|&(i, w, k)| (open[i], w.clone(), k)));
+    // A unit a worker was not leased under that attempt is not adopted.
+    assert!(!s.heartbeat(&a, open[0], 6, 100, t0 + Duration::from_secs(1)), "another attempt");
+    assert!(!s.heartbeat(&a, open[4], 1, 100, t0 + Duration::from_secs(1)), "never leased to it");
+    let (v, _) = submit(&mut s, sub(&b, open[1], 3, truth(open[1]), true, 10));
+    assert!(matches!(v, Verdict::Ignore(_)), "another worker's grant: {v:?}");
     // A worker still searching a unit of the previous run keeps it, by heartbeat or result.
     assert!(s.heartbeat(&a, open[0], 7, 100, t0 + Duration::from_secs(1)));
     assert!(matches!(submit(&mut s, sub(&a, open[1], 3, truth(open[1]), true, 10)).0, Verdict::Accept(_)));
     // A second worker still searching the same unit (a backup before the restart) keeps it
     // too, beside the first to come back.
-    let b = s.register("bb", "b", 1, t0).unwrap();
     assert!(s.heartbeat(&b, open[0], 5, 50, t0 + Duration::from_secs(1)));
     assert!(s.units.get(&open[0]).unwrap().is_backup(&b));
     assert!(s.heartbeat(&b, open[0], 5, 60, t0 + Duration::from_secs(2)));
@@ -187,8 +195,9 @@ fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
     let (v, events) = submit(&mut s, sub(&a, open[0], 7, Facts::UNKNOWN, false, BUDGET - 1));
     assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }) && events.is_empty(), "{v:?}");
     assert_eq!(s.workers.get_mut(&a).unwrap().strikes, 0);
-    // An attempt no run grants is not adopted (the next lease's attempt would overflow).
-    assert!(!s.heartbeat(&a, open[2], u64::MAX, 100, t0 + Duration::from_secs(1)));
+    // An attempt no run grants is not adopted (the next lease's attempt would overflow),
+    // even if a state said so: b's one thread is taken.
+    assert!(!s.heartbeat(&b, open[2], u64::MAX, 100, t0 + Duration::from_secs(1)));
     // After the first lease period, nobody adopts anything.
     let late = t0 + Duration::from_secs(11);
     assert!(!s.heartbeat(&a, open[2], 4, 100, late));
@@ -999,6 +1008,8 @@ fn answers_not_from_the_first_holder_under_its_lease_are_always_verified() {
         s.refresh();
         s.frontier.open.iter().map(|(q, _)| *q).filter(|q| !s.frontier.decisive.contains(q)).collect()
     };
+    let earlier = [(0, &c, 3), (0, &d, 5), (1, &c, 3), (2, &c, 3)];
+    s.granted_earlier(earlier.iter().map(|&(i, w, k)| (open[i], w.clone(), k)));
     assert!(s.heartbeat(&c, open[0], 3, 100, t0) && s.heartbeat(&d, open[0], 5, 100, t0));
     assert!(verified(&submit(&mut s, sub(&d, open[0], 5, truth(open[0]), true, 10)).0), "an adopted backup's");
     assert!(!verified(&submit(&mut s, sub(&c, open[2], 3, truth(open[2]), true, 10)).0), "the first to come back");

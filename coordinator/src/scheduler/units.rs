@@ -21,10 +21,6 @@ use cram_engine::Question;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-/// The highest attempt a worker may carry over a coordinator restart (adoption): far above
-/// the leases of any run.
-pub const MAX_ADOPTED_ATTEMPT: u64 = 1 << 32;
-
 /// A unit held by a worker.
 #[derive(Debug)]
 pub struct Lease {
@@ -146,13 +142,21 @@ pub struct Units {
     units: HashMap<Question, Unit>,
     /// The branch each worker thread (worker id, slot) worked on last.
     affinity: HashMap<(String, u32), Branch>,
+    /// The last attempt each worker was leased each unit under in earlier runs (the state's
+    /// grants): only those may be adopted after a restart.
+    earlier: HashMap<(Question, String), u64>,
     lease: Duration,
 }
 
 impl Units {
     /// No unit yet; leases of `lease` length.
     pub fn new(lease: Duration) -> Units {
-        Units { units: HashMap::new(), affinity: HashMap::new(), lease }
+        Units { units: HashMap::new(), affinity: HashMap::new(), earlier: HashMap::new(), lease }
+    }
+
+    /// Takes the grants of earlier runs (unit, worker, last attempt), which adoption needs.
+    pub fn granted_earlier(&mut self, grants: impl IntoIterator<Item = (Question, String, u64)>) {
+        self.earlier.extend(grants.into_iter().map(|(q, w, a)| ((q, w), a)));
     }
 
     /// The lease length.
@@ -281,15 +285,15 @@ impl Units {
         self.units.get(q).is_some_and(|u| u.grants.iter().any(|(w, a)| w == worker && *a == attempt))
     }
 
-    /// Gives `q` to `worker` under the attempt it searches it with (it was leased before a
-    /// coordinator restart), as a backup when another worker holds it already (the first to
-    /// come back need not be the one that searched longest); false when it holds it, or when the
-    /// attempt is above [`MAX_ADOPTED_ATTEMPT`] (no run grants that many: a client that says
-    /// so would push the unit's attempts past what they can count). The budget it was leased
-    /// with is not known (the earlier run may have had another `--unit-nodes`, or have
-    /// leased it to be searched whole): the lease has none.
+    /// Gives `q` to `worker` under the attempt it searches it with, when an earlier run
+    /// leased it `q` under that attempt (see [`Units::granted_earlier`]: a client cannot
+    /// adopt a unit it was never given), as a backup when another worker holds it already
+    /// (the first to come back need not be the one that searched longest); false when it
+    /// holds it, or was not granted it so. The budget it was leased with is not known (the
+    /// earlier run may have had another `--unit-nodes`, or have leased it to be searched
+    /// whole): the lease has none.
     pub fn adopt(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, now: Instant) -> bool {
-        if attempt > MAX_ADOPTED_ATTEMPT {
+        if self.earlier.get(&(q, worker.to_string())) != Some(&attempt) {
             return false;
         }
         let deadline = now + self.lease;
