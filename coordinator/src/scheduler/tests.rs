@@ -1111,3 +1111,33 @@ fn a_dispute_a_proof_decides_is_not_searched() {
     assert_eq!(s.next_search(true), None, "no search left to make");
     assert!(s.ledger.is_verified(&u) && s.answer().is_some());
 }
+
+/// A distrust forgets only the distrusted worker's refusals: a worker refused on a unit is
+/// not given it again, nor heard on it again, when someone else falls (a throwaway
+/// identity's distrust used to let a refused answer be sent and logged once more); its
+/// refused answer is still decided by the coordinator's search.
+#[test]
+fn a_distrust_forgets_only_its_workers_refusals() {
+    let mut s = scheduler(CheckPolicy::NONE);
+    let t0 = s.since;
+    let liar = s.register("11", "liar", 1, t0).unwrap();
+    let disputer = s.register("22", "disputer", 1, t0).unwrap();
+    let throwaway = s.register("33", "throwaway", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &liar, 0, t0);
+    submit(&mut s, sub(&liar, u, k, truth(u), true, 9));
+    // The disputer's contradicting answer is refused once.
+    let j = s.units.grant(u, &disputer, 0, None, BUDGET, t0);
+    let (v, _) = submit(&mut s, sub(&disputer, u, j, lie(u), true, 9));
+    assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }), "{v:?}");
+    // Another worker falls for something else.
+    let (w, kw) = unit(&mut s, &throwaway, 0, t0);
+    let (v, _) = submit(&mut s, sub(&throwaway, w, kw, Facts { excluded: 0b111, upper: 2 }, true, 9));
+    assert!(matches!(v, Verdict::Refuse { disconnect: true, .. }), "{v:?}");
+    assert!(s.workers.is_distrusted(&throwaway));
+    // The disputer is still not heard on u again; the coordinator's search decides it.
+    assert!(s.units.refused(&u, &disputer));
+    let (v, _) = submit(&mut s, sub(&disputer, u, j, lie(u), true, 9));
+    assert!(matches!(v, Verdict::Ignore(_)), "{v:?}");
+    let found = search_all(&mut s);
+    assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == disputer)), "{found:?}");
+}

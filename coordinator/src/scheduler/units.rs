@@ -206,12 +206,15 @@ impl Units {
         }
     }
 
-    /// Forgets a worker found wrong: its leases go back, and every refusal is forgotten
-    /// (they may have been its fault).
+    /// Forgets a worker found wrong: its leases go back, and so do its refusals. Other
+    /// workers' refusals stay, even those its facts caused: each refused answer waits in the
+    /// ledger for the coordinator's search, which decides it without the worker answering
+    /// again (forgetting them let a refused answer be sent and logged again each time a
+    /// throwaway identity was distrusted).
     pub fn forget_distrusted(&mut self, worker: &str) {
         for unit in self.units.values_mut() {
             unit.drop_leases(|l| l.worker == worker);
-            unit.refused.clear();
+            unit.refused.remove(worker);
         }
         self.forget_worker(worker);
     }
