@@ -189,7 +189,7 @@ impl Job {
     async fn after_step(&mut self) -> Result<(), StoreError> {
         while self.answered.is_none() && self.checker.has_room() {
             let Some(q) = self.sched.next_search(self.checker.has_room_for_later()) else { break };
-            self.checker.start(q);
+            self.checker.start(q, self.sched.search_budget(&q));
         }
         if let Some(p) = self.proofs.as_mut() {
             p.start_due(|| self.sched.next_proof());
@@ -207,6 +207,11 @@ impl Job {
     async fn searched(&mut self, s: Searched) -> Result<(), StoreError> {
         let facts = match s.facts {
             Ok(f) => f,
+            Err(cram_engine::Interrupted::Budget) => {
+                tracing::info!(question = %s.question, nodes = s.nodes, "a shared fact's region took more than a unit's budget; its facts are dropped unverified");
+                self.sched.later_search_gave_up(s.question);
+                return Ok(());
+            }
             Err(e) => {
                 tracing::warn!(question = %s.question, "the coordinator's search stopped: {e}");
                 self.sched.search_dropped(s.question);

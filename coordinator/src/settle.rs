@@ -57,14 +57,14 @@ impl Checker {
     }
 
     /// True when a search the answer does not wait for (a shared fact's region) may start
-    /// now: such searches take at most half the threads (one of one), so that the
-    /// searches the answer waits for always find a thread within one such search.
+    /// now: such searches take fewer than half the threads (none of one), so that the
+    /// searches the answer waits for always find a thread.
     pub fn has_room_for_later(&self) -> bool {
-        self.running.len() < self.threads.div_ceil(2)
+        self.running.len() < self.threads / 2
     }
 
-    /// Starts searching `q` (when [`Checker::has_room`]).
-    pub fn start(&mut self, q: Question) {
+    /// Starts searching `q` (when [`Checker::has_room`]), within `budget` nodes when given.
+    pub fn start(&mut self, q: Question, budget: Option<u64>) {
         tracing::info!(question = %q, "the coordinator searches a question itself");
         let mut solver = self.idle.pop().unwrap_or_else(|| {
             let mut s = Solver::new(&self.config, self.dbs.clone());
@@ -72,6 +72,7 @@ impl Checker {
             s
         });
         solver.set_cancel(self.cancel.clone());
+        solver.set_budget(budget.unwrap_or(u64::MAX));
         self.running.spawn_blocking(move || {
             let (started, before) = (Instant::now(), solver.nodes());
             let facts = solver.answer(q).map(|f| q.query.answer_only(f));

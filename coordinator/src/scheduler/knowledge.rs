@@ -73,6 +73,12 @@ impl Knowledge {
         out
     }
 
+    /// Drops the facts about `region` that wait to be verified (the coordinator's search of it
+    /// ran out of its budget: a true fact may cost more, so nobody is blamed).
+    pub fn drop_region(&mut self, region: &AnyRegion) {
+        self.pending.remove(region);
+    }
+
     /// Drops the facts `origin` shared that wait to be verified (it was found wrong: they
     /// are not worth the coordinator's search). Those verified stay.
     pub fn forget(&mut self, origin: &str) {

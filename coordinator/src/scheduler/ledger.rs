@@ -66,6 +66,8 @@ pub struct Held {
     pub from_cache: bool,
     /// Its proof's file, in a certified job.
     pub proof: Option<String>,
+    /// Its proof was checked (not only found to agree with another's that was).
+    pub proof_checked: bool,
 }
 
 impl Held {
@@ -78,6 +80,7 @@ impl Held {
             verified: false,
             from_cache: r.from_cache,
             proof: r.proof.clone(),
+            proof_checked: false,
         }
     }
 
@@ -111,6 +114,8 @@ pub struct Ledger {
     /// Searches of shared facts' regions, made when the others leave room: the answer does
     /// not wait for them (it rests on results, not on shared facts).
     to_search_later: VecDeque<Question>,
+    /// Those of them under way (searched with a node budget).
+    searching_later: HashSet<Question>,
 }
 
 impl Ledger {
@@ -129,6 +134,7 @@ impl Ledger {
             to_search: VecDeque::new(),
             searching: HashSet::new(),
             to_search_later: VecDeque::new(),
+            searching_later: HashSet::new(),
         }
     }
 
@@ -212,7 +218,9 @@ impl Ledger {
     /// other held on `q` that agrees with it.
     pub fn proved(&mut self, q: Question, worker: &str) {
         let Some(list) = self.answers.get_mut(&q) else { return };
-        let Some(proven) = list.iter().find(|h| h.worker == worker).map(|h| h.facts) else { return };
+        let Some(own) = list.iter_mut().find(|h| h.worker == worker) else { return };
+        own.proof_checked = true;
+        let proven = own.facts;
         for h in list.iter_mut().filter(|h| h.facts.agrees_with(proven) && !h.verified) {
             h.verified = true;
             self.verified += 1;
@@ -281,6 +289,7 @@ impl Ledger {
         self.to_search.retain(|q| !decided(q));
         self.to_search_later.retain(|q| !decided(q));
         self.searching.retain(|q| !decided(q));
+        self.searching_later.retain(|q| !decided(q));
     }
 
     /// Discards everything `worker` reported; returns the facts still held, per unit, for the top to be told again.
@@ -340,21 +349,48 @@ impl Ledger {
     /// does not wait for only when `later`); it is then under way until [`Ledger::settle`]
     /// or [`Ledger::search_dropped`].
     pub fn next_search(&mut self, settled: impl Fn(&Question) -> bool, later: bool) -> Option<Question> {
-        while let Some(q) =
-            self.to_search.pop_front().or_else(|| later.then(|| self.to_search_later.pop_front()).flatten())
-        {
+        loop {
+            let (q, is_later) = match self.to_search.pop_front() {
+                Some(q) => (q, false),
+                None if later => (self.to_search_later.pop_front()?, true),
+                None => return None,
+            };
             if !settled(&q) {
                 self.searching.insert(q);
+                if is_later {
+                    self.searching_later.insert(q);
+                }
                 return Some(q);
             }
         }
-        None
     }
 
-    /// Gives up a search that could not finish (the coordinator is stopping).
+    /// True when the search of `q` under way is one the answer does not wait for (a shared
+    /// fact's region).
+    pub fn is_later_search(&self, q: &Question) -> bool {
+        self.searching_later.contains(q)
+    }
+
+    /// Gives up a search that could not finish (the coordinator is stopping): it is made
+    /// first next time, in its queue.
     pub fn search_dropped(&mut self, q: Question) {
         if self.searching.remove(&q) {
-            self.to_search.push_front(q);
+            if self.searching_later.remove(&q) {
+                self.to_search_later.push_front(q);
+            } else {
+                self.to_search.push_front(q);
+            }
+        }
+    }
+
+    /// Gives up a search of a shared fact's region that ran out of its budget; one the
+    /// answer has come to wait for since (a result or a refusal on the same question) is
+    /// queued again, to be made whole.
+    pub fn later_search_gave_up(&mut self, q: Question) {
+        self.searching.remove(&q);
+        self.searching_later.remove(&q);
+        if self.awaiting.contains(&q) || self.refused.contains_key(&q) {
+            self.queue(q);
         }
     }
 
@@ -387,9 +423,12 @@ impl Ledger {
         self.answers.iter().flat_map(|(q, l)| l.iter().map(move |h| (*q, h.worker.as_str(), h.facts)))
     }
 
-    /// The proof files of the results held, sorted, each once.
+    /// The proof files of the results held whose proofs were checked, sorted, each once: a
+    /// result verified otherwise (by an agreeing proof or the coordinator's search) may
+    /// carry a proof nobody checked, and the certificate takes no fact unchecked.
     pub fn proofs(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.answers.values().flatten().filter_map(|h| h.proof.clone()).collect();
+        let mut out: Vec<String> =
+            self.answers.values().flatten().filter(|h| h.proof_checked).filter_map(|h| h.proof.clone()).collect();
         out.sort();
         out.dedup();
         out

@@ -763,6 +763,20 @@ impl Scheduler {
         self.ledger.search_dropped(q);
     }
 
+    /// The node budget of the coordinator's search of `q` now under way: the job's unit
+    /// budget for a shared fact's region (a fact about any region must not hold a check
+    /// thread for ever), none for a search the answer waits for.
+    pub fn search_budget(&self, q: &Question) -> Option<u64> {
+        self.ledger.is_later_search(q).then_some(self.unit_nodes)
+    }
+
+    /// The search of a shared fact's region ran out of its budget: the facts waiting on it
+    /// are dropped unverified, and nobody is blamed (a true fact may cost more than that).
+    pub fn later_search_gave_up(&mut self, q: Question) {
+        self.ledger.later_search_gave_up(q);
+        self.knowledge.drop_region(&q.region);
+    }
+
     /// The events that record the coordinator's own answer `facts` to `q` (found in `nodes`
     /// nodes, `millis` ms): the result, then the distrust of every worker whose results,
     /// refused results or shared facts about the region contradict it.
@@ -818,8 +832,8 @@ impl Scheduler {
         wrong.into_values().collect()
     }
 
-    /// The proof files of the results held (a distrusted worker's are gone with its
-    /// results), for a certified job's certificate.
+    /// The proof files of the results held whose proofs were checked (a distrusted worker's
+    /// are gone with its results), for a certified job's certificate.
     pub fn proofs(&self) -> Vec<String> {
         self.ledger.proofs()
     }

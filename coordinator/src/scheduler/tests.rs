@@ -1051,13 +1051,17 @@ fn a_certified_first_holders_answer_is_held_beside_a_backups_until_one_is_proved
     apply(&mut s, &hostile, kb, "bad.proof");
     assert!(s.heartbeat(&honest, u, k, n + 100, at), "the first holder searches on");
     apply(&mut s, &honest, k, "good.proof");
-    assert_eq!(s.proofs(), vec!["bad.proof".to_string(), "good.proof".to_string()]);
+    assert!(s.proofs().is_empty(), "a certificate takes only proofs that were checked");
+    // The first holder's proof checks: the unit is verified (the answer may come) while the
+    // backup's proof is not checked yet, and the certificate would not take that one.
+    s.apply(&Event::Proved { unit: u, worker: honest.clone(), facts: 1 });
+    assert!(s.ledger.is_verified(&u));
+    assert_eq!(s.proofs(), vec!["good.proof".to_string()]);
     // The backup's proof fails: its worker falls, the first holder's answer stands.
     s.apply(&Event::Distrust { worker: hostile.clone(), reason: "its proof does not check".into() });
     assert!(s.ledger.is_answered(&u));
     assert_eq!(s.proofs(), vec!["good.proof".to_string()]);
     // Once an answer is proved, a further agreeing one is a duplicate again.
-    s.apply(&Event::Proved { unit: u, worker: honest.clone(), facts: 1 });
     let mut again = sub(&honest, u, k, truth(u), true, 10);
     again.proof = vec![1];
     assert!(matches!(s.judge(&again, at), Verdict::Ignore(_)));
@@ -1140,4 +1144,36 @@ fn a_distrust_forgets_only_its_workers_refusals() {
     assert!(matches!(v, Verdict::Ignore(_)), "{v:?}");
     let found = search_all(&mut s);
     assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == disputer)), "{found:?}");
+}
+
+/// The search of a shared fact's region has the job's unit budget and is made only when
+/// the check threads have room for it: one that runs out drops the facts waiting on the
+/// region, blaming nobody, and a search the answer waits for is never held behind it.
+#[test]
+fn a_shared_facts_search_is_budgeted_and_gives_up_without_blame() {
+    let mut s = scheduler_of("4x8", CheckPolicy::NONE);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let b = s.register("bb", "b", 1, t0).unwrap();
+    let (u, n) = unit(&mut s, &a, 0, t0);
+    let fact = option_fact(u, Facts::exact);
+    let mut x = sub(&a, u, n, truth(u), true, 10);
+    x.shared = vec![fact];
+    submit(&mut s, x);
+    assert_eq!(s.next_search(false), None, "no room for it: not made");
+    let q = s.next_search(true).expect("the shared fact's search");
+    assert_eq!(q.region, fact.region);
+    assert_eq!(s.search_budget(&q), Some(BUDGET));
+    s.later_search_gave_up(q);
+    assert_eq!(s.next_search(true), None, "not made again");
+    assert!(s.shared_for(&b, 10).is_empty(), "never handed out");
+    assert!(!s.workers.is_distrusted(&a));
+    // A search the answer waits for has no budget: b's answer contradicts a's, held.
+    let (w, k) = unit(&mut s, &a, 0, t0);
+    submit(&mut s, sub(&a, w, k, lie(w), true, 10));
+    let nq = Question::nimber(w.region);
+    let j = s.units.grant(nq, &b, 0, None, BUDGET, t0);
+    submit(&mut s, sub(&b, nq, j, truth(nq), true, 10));
+    let d = s.next_search(false).expect("the dispute's search");
+    assert_eq!(s.search_budget(&d), None);
 }
