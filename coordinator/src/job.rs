@@ -187,6 +187,9 @@ impl Job {
     /// Starts the coordinator's own searches that are due, and logs the answer once it is
     /// known.
     async fn after_step(&mut self) -> Result<(), StoreError> {
+        for grant in self.sched.take_grants() {
+            self.store.record_grant(&grant);
+        }
         while self.answered.is_none() && self.checker.has_room() {
             let Some(q) = self.sched.next_search(self.checker.has_room_for_later()) else { break };
             self.checker.start(q, self.sched.search_budget(&q));
@@ -387,7 +390,6 @@ impl Job {
         let reply = match self.sched.lease(worker, slot, now) {
             LeaseOutcome::Unit(q, attempt, node_budget) => {
                 tracing::debug!(unit = %q, attempt, %worker, "leased");
-                self.store.record_grant(&q, worker, attempt);
                 let shared = if self.settings.share.min_cells == 0 {
                     Vec::new()
                 } else {

@@ -14,6 +14,7 @@
 //! afresh from the log.
 
 use crate::events::{read_events, sealed_line, Event, JobRecord, LogError, LogRead, Replay, ResultRecord};
+use crate::scheduler::Grant;
 use cram_engine::Question;
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Write};
@@ -32,6 +33,9 @@ const REACH: &[u8] = b"log";
 /// The index's tree of grants: unit id, a zero byte and worker id → the last attempt the
 /// worker was leased the unit under (8 bytes), in any run.
 const GRANTS: &[u8] = b"grants";
+/// The index's tree of first holders: unit id → worker id, a zero byte and the attempt (8
+/// bytes) of the unit's last first holder.
+const FIRST: &[u8] = b"first";
 
 /// The proof saved under `name` in the proof directory `dir` ([`Store::save_proof`],
 /// [`Store::proof_dir`]).
@@ -222,33 +226,48 @@ impl Store {
         Ok(())
     }
 
-    /// Notes that `worker` was leased `q` under `attempt`, so that after a restart it may
-    /// keep searching it (adoption needs a grant). Written to the index without waiting for
-    /// the disk (sled writes it within half a second): a grant lost with a crash costs only
-    /// that worker's search of the unit, which then goes to another. A failure is logged and
-    /// changes nothing else.
-    pub fn record_grant(&self, q: &Question, worker: &str, attempt: u64) {
-        let key = [q.to_string().as_bytes(), &[0], worker.as_bytes()].concat();
-        let written = self.index.open_tree(GRANTS).and_then(|t| t.insert(key, &attempt.to_le_bytes()[..]));
+    /// Notes a grant, so that after a restart its worker may keep searching the unit
+    /// (adoption needs a grant, and only the unit's last first holder adopts it as such).
+    /// Written to the index without waiting for the disk (sled writes it within half a
+    /// second): a grant lost with a crash costs only that worker's search of the unit, which
+    /// then goes to another. A failure is logged and changes nothing else.
+    pub fn record_grant(&self, g: &Grant) {
+        let unit = g.unit.to_string();
+        let key = [unit.as_bytes(), &[0], g.worker.as_bytes()].concat();
+        let attempt = g.attempt.to_le_bytes();
+        let mut written = self.index.open_tree(GRANTS).and_then(|t| t.insert(key, &attempt[..]).map(drop));
+        if g.first && written.is_ok() {
+            let holder = [g.worker.as_bytes(), &[0], &attempt[..]].concat();
+            written = self.index.open_tree(FIRST).and_then(|t| t.insert(unit.as_bytes(), holder).map(drop));
+        }
         if let Err(e) = written {
-            tracing::warn!(unit = %q, worker, "the grant could not be noted in the state index ({e}); the unit cannot be adopted after a restart");
+            tracing::warn!(unit = %g.unit, worker = %g.worker, "the grant could not be noted in the state index ({e}); the unit cannot be adopted after a restart");
         }
     }
 
-    /// Every grant noted in earlier runs (and this one): (unit, worker, last attempt).
-    /// Entries that do not read back are passed over.
-    pub fn grants(&self) -> Result<Vec<(Question, String, u64)>, StoreError> {
+    /// Every grant noted in earlier runs (and this one): each worker's last grant of each
+    /// unit, and each unit's last first holder (`first`). Entries that do not read back are
+    /// passed over.
+    pub fn grants(&self) -> Result<Vec<Grant>, StoreError> {
         let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
-        let tree = self.index.open_tree(GRANTS).map_err(err)?;
+        let split = |bytes: &[u8]| {
+            let zero = bytes.iter().position(|&b| b == 0)?;
+            Some((bytes[..zero].to_vec(), bytes[zero + 1..].to_vec()))
+        };
+        let read = |unit: &[u8], worker: &[u8], attempt: &[u8], first: bool| {
+            let unit = std::str::from_utf8(unit).ok()?.parse::<Question>().ok()?;
+            let worker = std::str::from_utf8(worker).ok()?.to_string();
+            let attempt = u64::from_le_bytes(attempt.try_into().ok()?);
+            Some(Grant { unit, worker, attempt, first })
+        };
         let mut out = Vec::new();
-        for entry in tree.iter() {
+        for entry in self.index.open_tree(GRANTS).map_err(err)?.iter() {
             let (k, v) = entry.map_err(err)?;
-            let Some(zero) = k.iter().position(|&b| b == 0) else { continue };
-            let (unit, worker) = (std::str::from_utf8(&k[..zero]), std::str::from_utf8(&k[zero + 1..]));
-            let (Ok(unit), Ok(worker), Ok(attempt)) = (unit, worker, <[u8; 8]>::try_from(v.as_ref())) else { continue };
-            if let Ok(q) = unit.parse::<Question>() {
-                out.push((q, worker.to_string(), u64::from_le_bytes(attempt)));
-            }
+            out.extend(split(&k).and_then(|(unit, worker)| read(&unit, &worker, &v, false)));
+        }
+        for entry in self.index.open_tree(FIRST).map_err(err)?.iter() {
+            let (k, v) = entry.map_err(err)?;
+            out.extend(split(&v).and_then(|(worker, attempt)| read(&k, &worker, &attempt, true)));
         }
         Ok(out)
     }
@@ -540,20 +559,26 @@ mod tests {
         let dir = tempdir("grants");
         let q: Question = "3x7:1fffff?1".parse().unwrap();
         let r: Question = "3x7:1fffff?2".parse().unwrap();
+        let g = |unit, worker: &str, attempt, first| Grant { unit, worker: worker.to_string(), attempt, first };
         {
             let (store, _) = Store::open(&dir, &job("3x7")).unwrap();
             assert!(store.grants().unwrap().is_empty());
-            store.record_grant(&q, "a#1", 1);
-            store.record_grant(&q, "a#1", 3);
-            store.record_grant(&q, "b#2", 2);
-            store.record_grant(&r, "a#1", 1);
+            for grant in [g(q, "a#1", 1, true), g(q, "a#1", 3, false), g(q, "b#2", 2, true), g(r, "a#1", 1, true)] {
+                store.record_grant(&grant);
+            }
             store.index.flush().unwrap();
         }
         let (store, _) = Store::open(&dir, &job("3x7")).unwrap();
         let mut grants = store.grants().unwrap();
         grants.sort();
-        let want = [(q, "a#1", 3), (q, "b#2", 2), (r, "a#1", 1)].map(|(q, w, k)| (q, w.to_string(), k));
-        let mut want = want.to_vec();
+        // Each worker's last grant of each unit, and each unit's last first holder.
+        let mut want = vec![
+            g(q, "a#1", 3, false),
+            g(q, "b#2", 2, false),
+            g(r, "a#1", 1, false),
+            g(q, "b#2", 2, true),
+            g(r, "a#1", 1, true),
+        ];
         want.sort();
         assert_eq!(grants, want);
         drop(store);

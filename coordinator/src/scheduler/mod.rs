@@ -37,6 +37,7 @@ pub mod workers;
 
 pub use ledger::CheckPolicy;
 pub use status::{Counters, MoveStatus, Status, UnitStatus};
+pub use units::Grant;
 pub use workers::Caller;
 
 use crate::events::{Event, RefusedRecord, ResultRecord};
@@ -429,10 +430,16 @@ impl Scheduler {
         !self.ledger.answered_by(q, worker) && !self.units.refused(q, worker)
     }
 
-    /// The grants of earlier runs, from the state (unit, worker, last attempt): after a
-    /// restart a worker may adopt only a unit it was leased under the attempt it says.
-    pub fn granted_earlier(&mut self, grants: impl IntoIterator<Item = (Question, String, u64)>) {
+    /// The grants of earlier runs, from the state: after a restart a worker may adopt only
+    /// a unit it was leased under the attempt it says, and only the recorded first holder
+    /// adopts as the unit's first holder.
+    pub fn granted_earlier(&mut self, grants: impl IntoIterator<Item = Grant>) {
         self.units.granted_earlier(grants);
+    }
+
+    /// The grants made since the last call, for the state (`Store::record_grant`).
+    pub fn take_grants(&mut self) -> Vec<Grant> {
+        self.units.take_noted()
     }
 
     /// This run starts serving at `now`: its adoption period starts then, not when the
@@ -699,15 +706,16 @@ impl Scheduler {
         // search when drawn, or always when it does not come from the unit's first holder
         // under its lease (a backup, an attempt whose lease ended): the first holder's
         // dispute may come too late (the job can end on the answer). A unit adopted after a
-        // restart counts as leased to the first to come back with it: verifying every
-        // adopted answer would make a restarted frontier job search again, on the
-        // coordinator, every unit its workers were in the middle of.
+        // restart by the first holder the state recorded counts as leased to it (verifying
+        // every adopted answer would make a restarted frontier job search again, on the
+        // coordinator, every unit its workers were in the middle of); adopted by anyone
+        // else, it is not vouched for.
         let decisive = self.frontier.decisive.contains(&q);
         let handed = self
             .units
             .get(&q)
             .and_then(|u| u.lease.as_ref())
-            .is_some_and(|l| l.worker == s.worker && l.attempt == s.attempt);
+            .is_some_and(|l| l.worker == s.worker && l.attempt == s.attempt && l.vouched);
         let policy = self.ledger.policy();
         let verify =
             self.certified || !self.top.is_settled(&q) && (policy.draw(decisive) || !handed && policy.verifies());

@@ -171,8 +171,8 @@ fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
         s.frontier.open.iter().map(|(q, _)| *q).collect()
     };
     // What the previous run leased (the state's grants).
-    let earlier = [(0, &a, 7), (1, &a, 3), (0, &b, 5), (3, &b, 2), (2, &a, 4), (2, &b, u64::MAX)];
-    s.granted_earlier(earlier.iter().map(|&(i, w, k)| (open[i], w.clone(), k)));
+    let earlier = [(0, &a, 7, true), (1, &a, 3, true), (0, &b, 5, false), (3, &b, 2, true), (2, &a, 4, true)];
+    s.granted_earlier(grants(&open, &earlier));
     // A unit a worker was not leased under that attempt is not adopted.
     assert!(!s.heartbeat(&a, open[0], 6, 100, t0 + Duration::from_secs(1)), "another attempt");
     assert!(!s.heartbeat(&a, open[4], 1, 100, t0 + Duration::from_secs(1)), "never leased to it");
@@ -195,9 +195,8 @@ fn a_restarted_coordinator_adopts_units_only_in_its_first_lease_period() {
     let (v, events) = submit(&mut s, sub(&a, open[0], 7, Facts::UNKNOWN, false, BUDGET - 1));
     assert!(matches!(v, Verdict::Refuse { disconnect: false, .. }) && events.is_empty(), "{v:?}");
     assert_eq!(s.workers.get_mut(&a).unwrap().strikes, 0);
-    // An attempt no run grants is not adopted (the next lease's attempt would overflow),
-    // even if a state said so: b's one thread is taken.
-    assert!(!s.heartbeat(&b, open[2], u64::MAX, 100, t0 + Duration::from_secs(1)));
+    // An attempt no run granted is not adopted (the next lease's attempt would overflow).
+    assert!(!s.heartbeat(&a, open[2], u64::MAX, 100, t0 + Duration::from_secs(1)));
     // After the first lease period, nobody adopts anything.
     let late = t0 + Duration::from_secs(11);
     assert!(!s.heartbeat(&a, open[2], 4, 100, late));
@@ -929,6 +928,11 @@ fn when_the_first_holder_lets_go_the_backup_holds_the_unit_and_a_trusting_job_ma
     assert!(matches!(trusting.lease(&honest, 0, late), LeaseOutcome::Wait));
 }
 
+/// The grants a state would hold: (index into `units`, worker, attempt, as first holder).
+fn grants(units: &[Question], list: &[(usize, &String, u64, bool)]) -> Vec<Grant> {
+    list.iter().map(|&(i, w, attempt, first)| Grant { unit: units[i], worker: w.clone(), attempt, first }).collect()
+}
+
 /// A policy that verifies the decisive results and, in practice, none drawn: what a test
 /// needs to see which results are verified whatever the draw.
 const DECISIVE_ONLY: CheckPolicy = CheckPolicy { sample_one_in: u32::MAX, decisive: true };
@@ -1008,8 +1012,8 @@ fn answers_not_from_the_first_holder_under_its_lease_are_always_verified() {
         s.refresh();
         s.frontier.open.iter().map(|(q, _)| *q).filter(|q| !s.frontier.decisive.contains(q)).collect()
     };
-    let earlier = [(0, &c, 3), (0, &d, 5), (1, &c, 3), (2, &c, 3)];
-    s.granted_earlier(earlier.iter().map(|&(i, w, k)| (open[i], w.clone(), k)));
+    let earlier = [(0, &c, 3, true), (0, &d, 5, false), (1, &c, 3, true), (2, &c, 3, true)];
+    s.granted_earlier(grants(&open, &earlier));
     assert!(s.heartbeat(&c, open[0], 3, 100, t0) && s.heartbeat(&d, open[0], 5, 100, t0));
     assert!(verified(&submit(&mut s, sub(&d, open[0], 5, truth(open[0]), true, 10)).0), "an adopted backup's");
     assert!(!verified(&submit(&mut s, sub(&c, open[2], 3, truth(open[2]), true, 10)).0), "the first to come back");
@@ -1176,4 +1180,52 @@ fn a_shared_facts_search_is_budgeted_and_gives_up_without_blame() {
     submit(&mut s, sub(&b, nq, j, truth(nq), true, 10));
     let d = s.next_search(false).expect("the dispute's search");
     assert_eq!(s.search_budget(&d), None);
+}
+
+/// After a restart only the unit's recorded first holder adopts it as such: an earlier
+/// run's backup (or a worker whose grant lapsed) that comes back first holds it unvouched,
+/// its answer always verified, and gives the first lease up when the recorded first holder
+/// comes back. A backup that became the first holder is recorded as such at its next
+/// heartbeat.
+#[test]
+fn only_the_recorded_first_holder_adopts_a_unit_as_its_first_holder() {
+    let mut s = scheduler_of("4x6", DECISIVE_ONLY);
+    let t0 = s.since;
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    let hostile = s.register("11", "hostile", 1, t0).unwrap();
+    let open: Vec<Question> = {
+        s.refresh();
+        s.frontier.open.iter().map(|(q, _)| *q).filter(|q| !s.frontier.decisive.contains(q)).collect()
+    };
+    let u = open[0];
+    s.granted_earlier(grants(&open, &[(0, &honest, 4, true), (0, &hostile, 3, false)]));
+    // The hostile worker comes back first: it holds the unit, unvouched.
+    assert!(s.heartbeat(&hostile, u, 3, 100, t0));
+    assert!(s.units.get(&u).unwrap().is_first(&hostile));
+    // The recorded first holder comes back and takes the first lease.
+    assert!(s.heartbeat(&honest, u, 4, 100, t0));
+    assert!(s.units.get(&u).unwrap().is_first(&honest) && s.units.get(&u).unwrap().is_backup(&hostile));
+    // The hostile worker's lie is verified, and the honest one searches on.
+    let (v, _) = submit(&mut s, sub(&hostile, u, 3, lie(u), true, 10));
+    assert!(verified(&v), "{v:?}");
+    assert!(s.heartbeat(&honest, u, 4, 200, t0));
+    let found = search_all(&mut s);
+    assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == hostile)), "{found:?}");
+
+    // In a run: a backup promoted when the first holder lets go is recorded as the first
+    // holder at its next heartbeat.
+    let mut s = one_unit(CheckPolicy::DEFAULT);
+    let (staller, honest, u, _) = stall(&mut s);
+    let late = s.since + s.units.lease_length() * BACKUP_AFTER;
+    assert!(s.heartbeat(&staller, u, 1, 100, late - Duration::from_secs(1)));
+    let LeaseOutcome::Unit(_, k, _) = s.lease(&honest, 0, late) else { panic!("no backup") };
+    let noted = s.take_grants();
+    assert!(
+        noted.iter().any(|g| g.worker == staller && g.first) && noted.iter().any(|g| g.worker == honest && !g.first)
+    );
+    assert_eq!(s.release(&staller, &[u]), 1);
+    assert!(s.heartbeat(&honest, u, k, 100, late));
+    assert_eq!(s.take_grants(), vec![Grant { unit: u, worker: honest.clone(), attempt: k, first: true }]);
+    assert!(s.heartbeat(&honest, u, k, 200, late));
+    assert!(s.take_grants().is_empty(), "recorded once");
 }

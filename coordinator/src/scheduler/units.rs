@@ -40,6 +40,25 @@ pub struct Lease {
     /// restart, not known); an unfinished
     /// result is judged against it.
     pub budget: Option<u64>,
+    /// Handed out by this run, or adopted as the first holder the state recorded: as the
+    /// unit's first holder, its finished answer may be taken on the draw. A lease adopted
+    /// otherwise (an earlier run's backup, or a grant that lapsed) never is.
+    pub vouched: bool,
+}
+
+/// A grant to keep in the state (`Store::record_grant`): `worker` was leased `unit` under
+/// `attempt`, as its first holder when `first`. After a restart only granted units may be
+/// adopted, and only the recorded first holder adopts as the unit's first holder.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Grant {
+    /// The unit.
+    pub unit: Question,
+    /// The worker's id.
+    pub worker: String,
+    /// The attempt.
+    pub attempt: u64,
+    /// As the unit's first holder (not a backup).
+    pub first: bool,
 }
 
 /// Nodes a search may go past its budget before it looks (the engine looks every 4,096).
@@ -145,18 +164,47 @@ pub struct Units {
     /// The last attempt each worker was leased each unit under in earlier runs (the state's
     /// grants): only those may be adopted after a restart.
     earlier: HashMap<(Question, String), u64>,
+    /// Each unit's first holder as the state records it (from earlier runs, then as noted).
+    first: HashMap<Question, (String, u64)>,
+    /// Grants not written to the state yet.
+    noted: Vec<Grant>,
     lease: Duration,
 }
 
 impl Units {
     /// No unit yet; leases of `lease` length.
     pub fn new(lease: Duration) -> Units {
-        Units { units: HashMap::new(), affinity: HashMap::new(), earlier: HashMap::new(), lease }
+        Units {
+            units: HashMap::new(),
+            affinity: HashMap::new(),
+            earlier: HashMap::new(),
+            first: HashMap::new(),
+            noted: Vec::new(),
+            lease,
+        }
     }
 
-    /// Takes the grants of earlier runs (unit, worker, last attempt), which adoption needs.
-    pub fn granted_earlier(&mut self, grants: impl IntoIterator<Item = (Question, String, u64)>) {
-        self.earlier.extend(grants.into_iter().map(|(q, w, a)| ((q, w), a)));
+    /// Takes the grants the state kept from earlier runs, which adoption needs.
+    pub fn granted_earlier(&mut self, grants: impl IntoIterator<Item = Grant>) {
+        for g in grants {
+            if g.first {
+                self.first.insert(g.unit, (g.worker.clone(), g.attempt));
+            }
+            self.earlier.insert((g.unit, g.worker), g.attempt);
+        }
+    }
+
+    /// The grants to write to the state since the last call.
+    pub fn take_noted(&mut self) -> Vec<Grant> {
+        std::mem::take(&mut self.noted)
+    }
+
+    /// Notes a grant for the state; a first holder's replaces the unit's recorded one.
+    fn note(&mut self, unit: Question, worker: &str, attempt: u64, first: bool) {
+        if first {
+            self.first.insert(unit, (worker.to_string(), attempt));
+        }
+        self.noted.push(Grant { unit, worker: worker.to_string(), attempt, first });
     }
 
     /// The lease length.
@@ -251,15 +299,18 @@ impl Units {
             deadline,
             nodes: 0,
             budget: Some(budget),
+            vouched: true,
         };
-        if unit.lease.is_some() {
-            unit.backups.push(lease);
-        } else {
+        let first = unit.lease.is_none();
+        if first {
             unit.lease = Some(lease);
+        } else {
+            unit.backups.push(lease);
         }
         let attempt = unit.attempt;
         unit.grant_to(worker, attempt);
-        unit.attempt
+        self.note(q, worker, attempt, first);
+        attempt
     }
 
     /// A unit `worker` may take as a backup (see the module documentation): held by others,
@@ -290,13 +341,16 @@ impl Units {
 
     /// Gives `q` to `worker` under the attempt it searches it with, when an earlier run
     /// leased it `q` under that attempt (see [`Units::granted_earlier`]: a client cannot
-    /// adopt a unit it was never given), as a backup when another worker holds it already
-    /// (the first to come back need not be the one that searched longest); false when it
+    /// adopt a unit it was never given). The unit's recorded first holder takes the first
+    /// lease (whoever came back before it becomes a backup); anyone else holds it unvouched
+    /// (see [`Lease::vouched`]), as a backup when another worker holds it. False when it
     /// holds it, or was not granted it so. The budget it was leased with is not known (the
     /// earlier run may have had another `--unit-nodes`, or have leased it to be searched
     /// whole): the lease has none.
     pub fn adopt(&mut self, q: Question, worker: &str, attempt: u64, nodes: u64, now: Instant) -> bool {
-        if self.earlier.get(&(q, worker.to_string())) != Some(&attempt) {
+        let key = (worker.to_string(), attempt);
+        let vouched = self.first.get(&q) == Some(&key);
+        if !vouched && self.earlier.get(&(q, key.0.clone())) != Some(&attempt) {
             return false;
         }
         let deadline = now + self.lease;
@@ -306,9 +360,21 @@ impl Units {
         }
         unit.attempt = unit.attempt.max(attempt);
         unit.held_since.get_or_insert(now);
-        let lease =
-            Lease { branch: None, worker: worker.to_string(), attempt, since: None, deadline, nodes, budget: None };
-        if unit.lease.is_some() {
+        let lease = Lease {
+            branch: None,
+            worker: worker.to_string(),
+            attempt,
+            since: None,
+            deadline,
+            nodes,
+            budget: None,
+            vouched,
+        };
+        if vouched {
+            if let Some(other) = unit.lease.replace(lease) {
+                unit.backups.insert(0, other);
+            }
+        } else if unit.lease.is_some() {
             unit.backups.push(lease);
         } else {
             unit.lease = Some(lease);
@@ -348,6 +414,14 @@ impl Units {
                 l.deadline = now + lease;
             }
             l.nodes = nodes;
+        }
+        // A backup that became the first holder (the first's lease ended) is recorded as such
+        // at its next heartbeat, so that after a restart it, not the worker that let go,
+        // adopts the unit as its first holder.
+        let vouched_first =
+            unit.lease.as_ref().is_some_and(|f| f.worker == worker && f.attempt == attempt && f.vouched);
+        if vouched_first && self.first.get(&q).is_none_or(|(w, a)| w != worker || *a != attempt) {
+            self.note(q, worker, attempt, true);
         }
         true
     }
