@@ -418,6 +418,11 @@ impl Ledger {
         wrong.into_iter().map(|(worker, reason)| Event::Distrust { worker, reason }).collect()
     }
 
+    /// The answers held whose own proofs checked: their units and answers (certain).
+    pub fn proved_answers(&self) -> impl Iterator<Item = (Question, Facts)> + '_ {
+        self.answers.iter().flat_map(|(q, l)| l.iter().filter(|h| h.proof_checked).map(move |h| (*q, h.facts)))
+    }
+
     /// Every result held: its unit, worker and answer.
     pub fn held(&self) -> impl Iterator<Item = (Question, &str, Facts)> + '_ {
         self.answers.iter().flat_map(|(q, l)| l.iter().map(move |h| (*q, h.worker.as_str(), h.facts)))

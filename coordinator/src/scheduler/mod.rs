@@ -825,12 +825,15 @@ impl Scheduler {
     }
 
     /// The distrusts a replayed log owes: the coordinator's own answer to a question is
-    /// logged before the distrusts it shows ([`Scheduler::searched`]), so a coordinator
-    /// killed between the two leaves a false result held that would wait for ever for the
-    /// verification it already had. A restart logs these before it serves.
+    /// logged before the distrusts it shows ([`Scheduler::searched`]), and so is a checked
+    /// proof ([`Scheduler::shown_wrong_by_proof`]), so a coordinator killed between the two
+    /// leaves a false result held that would wait for ever for the verification it already
+    /// had (or a dispute a proof decided to be searched again). A restart logs these before
+    /// it serves.
     pub fn owed_verdicts(&self) -> Vec<Event> {
         let mut wrong: BTreeMap<String, Event> = BTreeMap::new();
-        for (region, facts) in self.top.settled() {
+        let proved = self.ledger.proved_answers().map(|(q, facts)| (q.region, facts));
+        for (region, facts) in self.top.settled().into_iter().chain(proved) {
             for e in self.ledger.wrong_about(region, facts) {
                 if let Event::Distrust { worker, .. } = &e {
                     wrong.entry(worker.clone()).or_insert(e);

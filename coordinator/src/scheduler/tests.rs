@@ -1113,6 +1113,8 @@ fn a_dispute_a_proof_decides_is_not_searched() {
     s.apply(&Event::Proved { unit: u, worker: honest.clone(), facts: 1 });
     let wrong = s.shown_wrong_by_proof(u, &honest);
     assert!(matches!(&wrong[..], [Event::Distrust { worker, .. }] if *worker == disputer), "{wrong:?}");
+    // A coordinator killed after logging the proof owes them on restart.
+    assert_eq!(s.owed_verdicts(), wrong);
     for e in &wrong {
         s.apply(e);
     }
