@@ -833,7 +833,7 @@ impl Scheduler {
     pub fn owed_verdicts(&self) -> Vec<Event> {
         let mut wrong: BTreeMap<String, Event> = BTreeMap::new();
         let proved = self.ledger.proved_answers().map(|(q, facts)| (q.region, facts));
-        for (region, facts) in self.top.settled().into_iter().chain(proved) {
+        for (region, facts) in self.top.settled().chain(proved) {
             for e in self.ledger.wrong_about(region, facts) {
                 if let Event::Distrust { worker, .. } = &e {
                     wrong.entry(worker.clone()).or_insert(e);
