@@ -484,8 +484,20 @@ fn a_liar_whose_true_facts_were_loaded_takes_no_honest_work_down() {
     let job = "4x11";
     let want = engine(&[job], &[]);
     // Every result verified (the lie below is caught for sure); facts of regions of 20 cells
-    // or more shared; leases that outlast the test (the client sends no heartbeats).
-    let args = ["--check-one-in", "1", "--share-min-cells", "20", "--share-min-nodes", "10000", "--lease-secs", "900"];
+    // or more shared (verified on the second of two check threads); leases that outlast the
+    // test (the client sends no heartbeats).
+    let args = [
+        "--check-one-in",
+        "1",
+        "--share-min-cells",
+        "20",
+        "--share-min-nodes",
+        "10000",
+        "--lease-secs",
+        "900",
+        "--check-threads",
+        "2",
+    ];
     let c = start_coordinator(&dir, &state, job, &args);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _in_runtime = rt.enter();
