@@ -484,7 +484,7 @@ fn a_liar_whose_true_facts_were_loaded_takes_no_honest_work_down() {
     let job = "4x11";
     let want = engine(&[job], &[]);
     // Every result verified (the lie below is caught for sure); facts of regions of 20 cells
-    // or more shared (verified on the second of two check threads); leases that outlast the
+    // or more shared (verified on one of two check threads); leases that outlast the
     // test (the client sends no heartbeats).
     let args = [
         "--check-one-in",

@@ -57,7 +57,7 @@ impl Checker {
     }
 
     /// True when a search the answer does not wait for (a shared fact's region) may start
-    /// now: such searches take fewer than half the threads (none of one), so that the
+    /// now: such searches take at most half the threads, rounded down (none of one), so that the
     /// searches the answer waits for always find a thread.
     pub fn has_room_for_later(&self) -> bool {
         self.running.len() < self.threads / 2
