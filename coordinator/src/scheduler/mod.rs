@@ -487,8 +487,11 @@ impl Scheduler {
         if slot >= threads || self.units.held_by(worker).count() >= threads as usize {
             return LeaseOutcome::Wait;
         }
+        // In a restarted run's adoption period a unit an earlier run had a first holder for
+        // is kept for it (units.rs): leased to another first, it would cut that search off.
+        let kept = |q: &Question| self.adopting(now) && self.units.is_reserved(q);
         // Units whose proofs were lost come first: the answer waits for them.
-        let reprove = self.ledger.to_reprove().iter().copied().find(|q| self.units.is_unleased(q));
+        let reprove = self.ledger.to_reprove().iter().copied().find(|q| self.units.is_unleased(q) && !kept(q));
         if let Some(q) = reprove {
             // Searched whole: an unfinished result of an answered unit is ignored, so a
             // budget would send it out again and again.
@@ -497,7 +500,7 @@ impl Scheduler {
         }
         let open = &self.frontier.open;
         let free: Vec<(Question, Branch)> =
-            open.iter().copied().filter(|(q, _)| self.is_free(q) && self.may_take(worker, q)).collect();
+            open.iter().copied().filter(|(q, _)| self.is_free(q) && self.may_take(worker, q) && !kept(q)).collect();
         let busy: HashSet<Branch> = open.iter().filter(|(q, _)| !self.is_free(q)).map(|(_, b)| *b).collect();
         let mine = self.units.affinity(worker, slot).and_then(|b| free.iter().find(|(_, br)| *br == b));
         let pick = mine.or_else(|| free.iter().find(|(_, br)| !busy.contains(br))).or_else(|| free.first());

@@ -1226,8 +1226,48 @@ fn only_the_recorded_first_holder_adopts_a_unit_as_its_first_holder() {
         noted.iter().any(|g| g.worker == staller && g.first) && noted.iter().any(|g| g.worker == honest && !g.first)
     );
     assert_eq!(s.release(&staller, &[u]), 1);
-    assert!(s.heartbeat(&honest, u, k, 100, late));
     assert_eq!(s.take_grants(), vec![Grant { unit: u, worker: honest.clone(), attempt: k, first: true }]);
-    assert!(s.heartbeat(&honest, u, k, 200, late));
-    assert!(s.take_grants().is_empty(), "recorded once");
+    assert!(s.heartbeat(&honest, u, k, 100, late));
+    assert!(s.take_grants().is_empty(), "recorded once, when it happened");
+}
+
+/// In a restarted run's adoption period a unit an earlier run had a first holder for is not
+/// leased to anyone else (who would then hold it as its first holder and cut the returning
+/// search off); after the period it is free again.
+#[test]
+fn a_restarted_run_keeps_a_unit_for_its_recorded_first_holder() {
+    let mut s = scheduler_of("4x6", DECISIVE_ONLY);
+    let t0 = s.since;
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    let eager = s.register("11", "eager", 64, t0).unwrap();
+    let open: Vec<Question> = {
+        s.refresh();
+        s.frontier.open.iter().map(|(q, _)| *q).collect()
+    };
+    let u = open[0];
+    s.granted_earlier(grants(&open, &[(0, &honest, 4, true)]));
+    // The eager worker takes every free unit at once: not u.
+    let mut taken = Vec::new();
+    for slot in 0..64 {
+        if let LeaseOutcome::Unit(q, ..) = s.lease(&eager, slot, t0) {
+            taken.push(q);
+        }
+    }
+    assert!(!taken.is_empty() && !taken.contains(&u), "{taken:?}");
+    // The recorded first holder comes back and holds it, vouched.
+    assert!(s.heartbeat(&honest, u, 4, 100, t0 + Duration::from_secs(1)));
+    assert!(s.units.get(&u).unwrap().is_first(&honest));
+    // After the adoption period a unit nobody came back for is free again.
+    let mut s = scheduler_of("4x6", DECISIVE_ONLY);
+    let t0 = s.since;
+    let eager = s.register("11", "eager", 64, t0).unwrap();
+    s.granted_earlier(grants(&open, &[(0, &honest, 4, true)]));
+    let late = t0 + s.units.lease_length();
+    let mut taken = Vec::new();
+    for slot in 0..64 {
+        if let LeaseOutcome::Unit(q, ..) = s.lease(&eager, slot, late) {
+            taken.push(q);
+        }
+    }
+    assert!(taken.contains(&u), "{taken:?}");
 }

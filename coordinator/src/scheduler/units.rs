@@ -88,6 +88,9 @@ pub struct Unit {
     /// The last attempt each worker was handed it under (or adopted it by) in this run: one
     /// per worker, so that leasing and releasing it in a loop does not grow the list.
     pub grants: Vec<(String, u64)>,
+    /// A backup that took the first lease (the first holder's ended), not yet noted for the
+    /// state.
+    promoted: Option<(String, u64)>,
 }
 
 impl Unit {
@@ -142,7 +145,11 @@ impl Unit {
         self.backups = kept;
         out.extend(gone);
         if self.lease.is_none() && !self.backups.is_empty() {
-            self.lease = Some(self.backups.remove(0));
+            let next = self.backups.remove(0);
+            if next.vouched {
+                self.promoted = Some((next.worker.clone(), next.attempt));
+            }
+            self.lease = Some(next);
         }
         out
     }
@@ -166,6 +173,10 @@ pub struct Units {
     earlier: HashMap<(Question, String), u64>,
     /// Each unit's first holder as the state records it (from earlier runs, then as noted).
     first: HashMap<Question, (String, u64)>,
+    /// Units an earlier run recorded a first holder for: during a restarted run's adoption
+    /// period they are kept for it (not leased as free), so that nobody else takes the
+    /// first lease before it comes back.
+    reserved: HashSet<Question>,
     /// Grants not written to the state yet.
     noted: Vec<Grant>,
     lease: Duration,
@@ -179,6 +190,7 @@ impl Units {
             affinity: HashMap::new(),
             earlier: HashMap::new(),
             first: HashMap::new(),
+            reserved: HashSet::new(),
             noted: Vec::new(),
             lease,
         }
@@ -189,6 +201,7 @@ impl Units {
         for g in grants {
             if g.first {
                 self.first.insert(g.unit, (g.worker.clone(), g.attempt));
+                self.reserved.insert(g.unit);
             }
             self.earlier.insert((g.unit, g.worker), g.attempt);
         }
@@ -197,6 +210,21 @@ impl Units {
     /// The grants to write to the state since the last call.
     pub fn take_noted(&mut self) -> Vec<Grant> {
         std::mem::take(&mut self.noted)
+    }
+
+    /// True when an earlier run recorded a first holder for `q` (see [`Units::reserved`]).
+    pub fn is_reserved(&self, q: &Question) -> bool {
+        self.reserved.contains(q)
+    }
+
+    /// Notes the backups that took a first lease since the last call, at once: a worker
+    /// that let a unit go must not stay its recorded first holder.
+    fn note_promotions(&mut self) {
+        let promoted: Vec<(Question, (String, u64))> =
+            self.units.iter_mut().filter_map(|(q, u)| Some((*q, u.promoted.take()?))).collect();
+        for (q, (worker, attempt)) in promoted {
+            self.note(q, &worker, attempt, true);
+        }
     }
 
     /// Notes a grant for the state; a first holder's replaces the unit's recorded one.
@@ -252,6 +280,7 @@ impl Units {
         if let Some(u) = self.units.get_mut(q) {
             u.drop_leases(|l| l.worker == worker);
         }
+        self.note_promotions();
     }
 
     /// Forgets a worker found wrong: its leases go back, and so do its refusals. Other
@@ -264,6 +293,7 @@ impl Units {
             unit.drop_leases(|l| l.worker == worker);
             unit.refused.remove(worker);
         }
+        self.note_promotions();
         self.forget_worker(worker);
     }
 
@@ -415,14 +445,6 @@ impl Units {
             }
             l.nodes = nodes;
         }
-        // A backup that became the first holder (the first's lease ended) is recorded as such
-        // at its next heartbeat, so that after a restart it, not the worker that let go,
-        // adopts the unit as its first holder.
-        let vouched_first =
-            unit.lease.as_ref().is_some_and(|f| f.worker == worker && f.attempt == attempt && f.vouched);
-        if vouched_first && self.first.get(&q).is_none_or(|(w, a)| w != worker || *a != attempt) {
-            self.note(q, worker, attempt, true);
-        }
         true
     }
 
@@ -447,6 +469,7 @@ impl Units {
                 }
             }
         }
+        self.note_promotions();
         n
     }
 
@@ -467,6 +490,7 @@ impl Units {
         for (q, unit) in self.units.iter_mut() {
             out.extend(unit.drop_leases(|l| l.deadline <= now).into_iter().map(|l| (*q, l.worker)));
         }
+        self.note_promotions();
         out
     }
 
