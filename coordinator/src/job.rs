@@ -438,6 +438,9 @@ impl Job {
                     record.proof = Some(self.store.save_proof(s.proof.clone()).await?);
                 }
                 self.log(&Event::Result(record)).await?;
+                if self.sched.done_with(&unit) {
+                    self.store.forget_grants(&unit);
+                }
                 if s.finished {
                     tracing::debug!(%unit, worker = %s.worker, nodes = s.nodes, cached = s.from_cache, "unit done");
                 } else {

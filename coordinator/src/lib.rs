@@ -228,7 +228,13 @@ pub async fn run(
     };
     let mut sched = scheduler(&settings, depth);
     sched.replay(&replay.events);
-    sched.granted_earlier(store.grants()?);
+    // The grants of units answered or split since are forgotten: the index keeps the open
+    // units' only.
+    let (done, open): (Vec<_>, Vec<_>) = store.grants()?.into_iter().partition(|g| sched.done_with(&g.unit));
+    for g in &done {
+        store.forget_grants(&g.unit);
+    }
+    sched.granted_earlier(open);
     if replay.done.is_none() {
         for e in sched.owed_verdicts() {
             tracing::warn!(event = ?e, "the last run stopped between its own search and the distrust it showed; logging the distrust now");

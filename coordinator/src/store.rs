@@ -245,6 +245,22 @@ impl Store {
         }
     }
 
+    /// Forgets the grants of `q` (answered or split, and held by nobody: nobody will adopt
+    /// it), so that the index holds the grants of open units only. A failure is logged.
+    pub fn forget_grants(&self, q: &Question) {
+        let unit = q.to_string();
+        let prefix = [unit.as_bytes(), &[0]].concat();
+        let forgot = self.index.open_tree(GRANTS).and_then(|t| {
+            for key in t.scan_prefix(&prefix).keys() {
+                t.remove(key?)?;
+            }
+            self.index.open_tree(FIRST)?.remove(unit.as_bytes()).map(drop)
+        });
+        if let Err(e) = forgot {
+            tracing::warn!(unit = %q, "the unit's grants could not be removed from the state index ({e})");
+        }
+    }
+
     /// Every grant noted in earlier runs (and this one): each worker's last grant of each
     /// unit, and each unit's last first holder (`first`). Entries that do not read back are
     /// passed over.
@@ -555,7 +571,7 @@ mod tests {
     }
 
     #[test]
-    fn grants_survive_a_reopen_one_per_unit_and_worker() {
+    fn grants_survive_a_reopen_one_per_unit_and_worker_until_the_unit_is_done() {
         let dir = tempdir("grants");
         let q: Question = "3x7:1fffff?1".parse().unwrap();
         let r: Question = "3x7:1fffff?2".parse().unwrap();
@@ -581,6 +597,11 @@ mod tests {
         ];
         want.sort();
         assert_eq!(grants, want);
+        // A unit done with is forgotten, the others kept.
+        store.forget_grants(&q);
+        let mut left = store.grants().unwrap();
+        left.sort();
+        assert_eq!(left, vec![g(r, "a#1", 1, false), g(r, "a#1", 1, true)]);
         drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
     }

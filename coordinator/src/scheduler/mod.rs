@@ -437,6 +437,12 @@ impl Scheduler {
         self.units.granted_earlier(grants);
     }
 
+    /// True when nothing will adopt `q` again: it is answered or split, and nobody holds it
+    /// (its grants may be forgotten: `Store::forget_grants`).
+    pub fn done_with(&self, q: &Question) -> bool {
+        (self.ledger.is_answered(q) || self.units.is_split(q)) && self.units.is_unleased(q)
+    }
+
     /// The grants made since the last call, for the state (`Store::record_grant`).
     pub fn take_grants(&mut self) -> Vec<Grant> {
         self.units.take_noted()
