@@ -549,6 +549,17 @@ fn option_fact(q: Question, facts: impl Fn(u8) -> Facts) -> SharedFact {
     SharedFact { region, facts: facts(oracle().nimber(region).unwrap()), nodes: 500 }
 }
 
+/// `worker` leases a unit and answers it truly, sharing a true fact about one of its
+/// options; returns the unit and the fact.
+fn answer_sharing(s: &mut Scheduler, worker: &str, t: Instant) -> (Question, SharedFact) {
+    let (u, n) = unit(s, worker, 0, t);
+    let fact = option_fact(u, Facts::exact);
+    let mut x = sub(worker, u, n, truth(u), true, 10);
+    x.shared = vec![fact];
+    submit(s, x);
+    (u, fact)
+}
+
 #[test]
 fn shared_facts_go_to_the_others_only_once_verified_and_a_false_one_shows_its_origin_wrong() {
     let mut s = scheduler_of("4x8", CheckPolicy::NONE);
@@ -556,11 +567,7 @@ fn shared_facts_go_to_the_others_only_once_verified_and_a_false_one_shows_its_or
     let a = s.register("aa", "a", 1, t0).unwrap();
     let b = s.register("bb", "b", 1, t0).unwrap();
     let liar = s.register("11", "liar", 1, t0).unwrap();
-    let (ua, na) = unit(&mut s, &a, 0, t0);
-    let fact = option_fact(ua, Facts::exact);
-    let mut x = sub(&a, ua, na, truth(ua), true, 10);
-    x.shared = vec![fact];
-    submit(&mut s, x);
+    let (_, fact) = answer_sharing(&mut s, &a, t0);
     assert_eq!(s.counters.facts_shared, 1);
     assert!(s.shared_for(&b, 10).is_empty(), "not verified yet");
     search_all(&mut s);
@@ -589,11 +596,7 @@ fn a_verified_fact_stays_when_its_origin_is_found_wrong() {
     let mole = s.register("11", "mole", 1, t0).unwrap();
     let honest = s.register("22", "honest", 1, t0).unwrap();
     // The mole shares a true fact, which the coordinator verifies and hands out.
-    let (u, n) = unit(&mut s, &mole, 0, t0);
-    let fact = option_fact(u, Facts::exact);
-    let mut x = sub(&mole, u, n, truth(u), true, 10);
-    x.shared = vec![fact];
-    submit(&mut s, x);
+    let (u, fact) = answer_sharing(&mut s, &mole, t0);
     search_all(&mut s);
     assert_eq!(s.shared_for(&honest, 10), vec![fact]);
     // The honest worker answers a unit (its tables hold the mole's fact), then the mole
@@ -1161,11 +1164,7 @@ fn a_shared_facts_search_is_budgeted_and_gives_up_without_blame() {
     let t0 = s.since;
     let a = s.register("aa", "a", 1, t0).unwrap();
     let b = s.register("bb", "b", 1, t0).unwrap();
-    let (u, n) = unit(&mut s, &a, 0, t0);
-    let fact = option_fact(u, Facts::exact);
-    let mut x = sub(&a, u, n, truth(u), true, 10);
-    x.shared = vec![fact];
-    submit(&mut s, x);
+    let (_, fact) = answer_sharing(&mut s, &a, t0);
     assert_eq!(s.next_search(false), None, "no room for it: not made");
     let q = s.next_search(true).expect("the shared fact's search");
     assert_eq!(q.region, fact.region);
