@@ -217,11 +217,14 @@ impl Units {
         self.reserved.contains(q)
     }
 
-    /// Notes the backups that took a first lease since the last call, at once: a worker
-    /// that let a unit go must not stay its recorded first holder.
-    fn note_promotions(&mut self) {
-        let promoted: Vec<(Question, (String, u64))> =
-            self.units.iter_mut().filter_map(|(q, u)| Some((*q, u.promoted.take()?))).collect();
+    /// Notes the backups that took a first lease on `qs` (all units when none are named),
+    /// at once: a worker that let a unit go must not stay its recorded first holder.
+    fn note_promotions(&mut self, qs: &[Question]) {
+        let promoted: Vec<(Question, (String, u64))> = if qs.is_empty() {
+            self.units.iter_mut().filter_map(|(q, u)| Some((*q, u.promoted.take()?))).collect()
+        } else {
+            qs.iter().filter_map(|q| Some((*q, self.units.get_mut(q)?.promoted.take()?))).collect()
+        };
         for (q, (worker, attempt)) in promoted {
             self.note(q, &worker, attempt, true);
         }
@@ -280,7 +283,7 @@ impl Units {
         if let Some(u) = self.units.get_mut(q) {
             u.drop_leases(|l| l.worker == worker);
         }
-        self.note_promotions();
+        self.note_promotions(std::slice::from_ref(q));
     }
 
     /// Forgets a worker found wrong: its leases go back, and so do its refusals. Other
@@ -293,7 +296,7 @@ impl Units {
             unit.drop_leases(|l| l.worker == worker);
             unit.refused.remove(worker);
         }
-        self.note_promotions();
+        self.note_promotions(&[]);
         self.forget_worker(worker);
     }
 
@@ -469,7 +472,7 @@ impl Units {
                 }
             }
         }
-        self.note_promotions();
+        self.note_promotions(qs);
         n
     }
 
@@ -490,7 +493,7 @@ impl Units {
         for (q, unit) in self.units.iter_mut() {
             out.extend(unit.drop_leases(|l| l.deadline <= now).into_iter().map(|l| (*q, l.worker)));
         }
-        self.note_promotions();
+        self.note_promotions(&[]);
         out
     }
 
