@@ -262,6 +262,9 @@ fn simulate(
             Ev::Lease(w) => {
                 let mut got = None;
                 let reply = call(t, 0.0, &mut |now| got = Some(s.lease(&ids[w], 0, now)));
+                // A simulated run has no state to record its grants in.
+                s.take_grants();
+                s.take_revoked_grants();
                 match got.expect("the call ran") {
                     LeaseOutcome::Unit(unit, attempt, budget) => {
                         out.leased += 1;

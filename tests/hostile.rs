@@ -605,3 +605,81 @@ fn a_staller_faking_progress_does_not_hold_the_job() {
     );
     assert!(distrusted(&state).is_empty());
 }
+
+/// In a certified job every accepted result's proof is written to STATE/proofs before it
+/// is checked; those no check passed are deleted once their worker is distrusted, so that
+/// throwaway identities sending junk proofs (up to 512 MiB each) do not fill the
+/// coordinator's disk (a review found them all still there after the job).
+#[test]
+fn junk_proofs_are_deleted_with_their_distrusted_workers() {
+    let dir = scratch("junk-proofs");
+    let state = dir.join("state");
+    let cert = dir.join("job.cert");
+    let job = "5x6";
+    let want = engine(&[job], &[]);
+    let cert_arg = cert.display().to_string();
+    let c = start_coordinator(&dir, &state, job, &["--certificate", cert_arg.as_str(), "--split-depth", "2"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in_runtime = rt.enter();
+    let junk_size: usize = 1 << 20;
+    let (recorded, ids) = rt.block_on(async {
+        let (mut recorded, mut ids) = (0usize, Vec::new());
+        for i in 0..3 {
+            let mut m = ProtoClient::new(&c.url, &format!("junk{i}"));
+            m.register.threads = 4;
+            m.register(PATIENCE).await.unwrap();
+            ids.push(m.id());
+            let mut units = Vec::new();
+            for slot in 0..4 {
+                if let Ok(r) = m.client.lease(pb::LeaseRequest { slot }).await {
+                    if let Some(pb::lease_reply::Reply::Unit(u)) = r.into_inner().reply {
+                        units.push(u);
+                    }
+                }
+            }
+            for (k, unit) in units.iter().enumerate() {
+                let (right, _) = truth_and_lie(unit, u64::MAX).unwrap();
+                let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (i * 16 + k) as u64;
+                let junk: Vec<u8> = (0..junk_size)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        seed as u8
+                    })
+                    .collect();
+                let req = pb::SubmitRequest {
+                    unit_id: unit.unit_id.clone(),
+                    attempt: unit.attempt,
+                    region: unit.region.clone(),
+                    facts: Some(cram_proto::facts_to_pb(right)),
+                    finished: true,
+                    nodes: 1000,
+                    proof: junk,
+                    ..Default::default()
+                };
+                if m.client.submit(req).await.is_ok_and(|r| r.into_inner().recorded) {
+                    recorded += 1;
+                }
+            }
+            assert!(m.disconnected_within(PATIENCE).await, "junk{i} distrusted");
+        }
+        (recorded, ids)
+    });
+    let (mut w, _) = start_worker(&dir, &c.url, &[]);
+    assert_eq!(result_of(c, 300), want[job].clone());
+    assert!(wait(&mut w, PATIENCE, "worker").success());
+    let mut gone = distrusted(&state);
+    gone.sort();
+    let mut ids_sorted = ids.clone();
+    ids_sorted.sort();
+    assert_eq!(gone, ids_sorted);
+    let junk_files: Vec<u64> = walk(&state.join("proofs"))
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok().map(|m| m.len()))
+        .filter(|&n| n == junk_size as u64)
+        .collect();
+    assert!(recorded > 0, "junk proofs were taken before their checks");
+    assert!(junk_files.is_empty(), "{} junk proofs left in the state", junk_files.len());
+    assert!(cert.exists(), "the certificate is written");
+}

@@ -15,7 +15,7 @@ use crate::outcome::{CoordError, Finished};
 use crate::prove::{Checked, ProofChecked, ProofChecker};
 use crate::report::Reporter;
 use crate::request::Request;
-use crate::scheduler::{Caller, LeaseOutcome, Scheduler, Submission, Verdict};
+use crate::scheduler::{Caller, Grant, LeaseOutcome, Scheduler, Submission, Verdict};
 use crate::settings::Settings;
 use crate::settle::{Checker, Searched};
 use crate::store::{Store, StoreError};
@@ -62,8 +62,16 @@ fn fresh(slot: &mut Option<(Instant, String)>, now: Instant, render: impl FnOnce
 }
 
 impl Job {
-    /// A job over a scheduler already brought up to date with the log `events`.
-    pub fn new(mut sched: Scheduler, store: Store, settings: Settings, started: Instant, events: &[Event]) -> Job {
+    /// A job over a scheduler already brought up to date with the log `events`, and the
+    /// grants of units the state recorded (`Store::grants`).
+    pub fn new(
+        mut sched: Scheduler,
+        store: Store,
+        settings: Settings,
+        started: Instant,
+        events: &[Event],
+        grants: Vec<Grant>,
+    ) -> Job {
         let report = Reporter::new(&settings.spec, started, &sched);
         let checker =
             Checker::new(settings.check_threads, settings.check_tt_bytes, settings.pairing, settings.dbs.clone());
@@ -93,6 +101,14 @@ impl Job {
             }
             checker
         });
+        // The grants of units answered or split since are forgotten, now that the units
+        // whose proofs were lost are known (those are to be proved again: their grants
+        // stay): the index keeps the open units' only.
+        let (done, open): (Vec<_>, Vec<_>) = grants.into_iter().partition(|g| sched.done_with(&g.unit));
+        for g in &done {
+            store.forget_grants(&g.unit);
+        }
+        sched.granted_earlier(open);
         Job { sched, store, settings, started, report, answered: None, checker, proofs, rendered: Default::default() }
     }
 
@@ -189,6 +205,12 @@ impl Job {
     async fn after_step(&mut self) -> Result<(), StoreError> {
         for grant in self.sched.take_grants() {
             self.store.record_grant(&grant);
+        }
+        for (unit, worker) in self.sched.take_revoked_grants() {
+            self.store.forget_grant(&unit, &worker);
+        }
+        for name in self.sched.take_dropped_proofs() {
+            self.store.remove_proof(&name);
         }
         while self.answered.is_none() && self.checker.has_room() {
             let Some(q) = self.sched.next_search(self.checker.has_room_for_later()) else { break };

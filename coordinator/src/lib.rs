@@ -228,13 +228,7 @@ pub async fn run(
     };
     let mut sched = scheduler(&settings, depth);
     sched.replay(&replay.events);
-    // The grants of units answered or split since are forgotten: the index keeps the open
-    // units' only.
-    let (done, open): (Vec<_>, Vec<_>) = store.grants()?.into_iter().partition(|g| sched.done_with(&g.unit));
-    for g in &done {
-        store.forget_grants(&g.unit);
-    }
-    sched.granted_earlier(open);
+    let grants = store.grants()?;
     if replay.done.is_none() {
         for e in sched.owed_verdicts() {
             tracing::warn!(event = ?e, "the last run stopped between its own search and the distrust it showed; logging the distrust now");
@@ -259,7 +253,7 @@ pub async fn run(
         "coordinator serving"
     );
     let token = settings.token.clone();
-    let job = Job::new(sched, store, settings, started, &replay.events);
+    let job = Job::new(sched, store, settings, started, &replay.events, grants);
     let (requests, inbox) = tokio::sync::mpsc::channel(256);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (web_stop, _) = tokio::sync::watch::channel(false);

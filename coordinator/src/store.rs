@@ -245,6 +245,16 @@ impl Store {
         }
     }
 
+    /// Forgets `worker`'s grant of `q` (it let the unit go, or is gone). A failure is
+    /// logged.
+    pub fn forget_grant(&self, q: &Question, worker: &str) {
+        let unit = q.to_string();
+        let key = [unit.as_bytes(), &[0], worker.as_bytes()].concat();
+        if let Err(e) = self.index.open_tree(GRANTS).and_then(|t| t.remove(key).map(drop)) {
+            tracing::warn!(unit = %q, worker, "the grant could not be removed from the state index ({e})");
+        }
+    }
+
     /// Forgets the grants of `q` (answered or split, and held by nobody: nobody will adopt
     /// it), so that the index holds the grants of open units only. A failure is logged.
     pub fn forget_grants(&self, q: &Question) {
@@ -347,6 +357,22 @@ impl Store {
         .expect("the proof writer does not panic");
         written.map_err(io_err(&self.dir.join(PROOF_DIR)))?;
         Ok(name)
+    }
+
+    /// Deletes a proof [`Store::save_proof`] wrote that is no longer needed (a discarded
+    /// result's that no check passed); a name it could not have written is left alone. A
+    /// failure is logged: the file only takes room.
+    pub fn remove_proof(&self, name: &str) {
+        let Some(stem) = name.strip_suffix(".proof") else { return };
+        if stem.len() != 16 || !stem.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return;
+        }
+        match std::fs::remove_file(self.dir.join(PROOF_DIR).join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(proof = name, "a discarded result's proof could not be deleted ({e})");
+            }
+            _ => {}
+        }
     }
 
     /// Where the proofs of [`Store::save_proof`] are read from ([`read_proof`]).

@@ -140,6 +140,12 @@ fuzz_target!(|data: &[u8]| {
                 let _ = serde_json::to_string(&status).expect("status serialises");
             }
         }
+        // As the job does after each call, which records them in its state.
+        for grant in sched.take_grants() {
+            assert!(grant.unit.region.cells() > 0 && !grant.worker.is_empty());
+        }
+        let drained = sched.take_revoked_grants().len() + sched.take_dropped_proofs().len();
+        assert!(drained < 1 << 20);
     }
     let _ = sched.answer();
 });

@@ -100,6 +100,12 @@ pub struct Ledger {
     /// Units whose held results lost their proofs (files missing after a restart): they
     /// are leased again, to be searched and proved anew.
     to_reprove: BTreeSet<Question>,
+    /// Units taken off `to_reprove` by a new proof not checked yet, with its worker: if
+    /// that worker is discarded (its proof refused), the unit is to be proved again still.
+    reproving: HashMap<Question, String>,
+    /// Proof files of discarded results that no check passed (refused, or never checked):
+    /// to delete from the state.
+    dropped_proofs: Vec<String>,
     /// Finished results held, per unit.
     answers: HashMap<Question, Vec<Held>>,
     /// How many of them are verified.
@@ -127,6 +133,8 @@ impl Ledger {
             certified,
             to_prove: VecDeque::new(),
             to_reprove: BTreeSet::new(),
+            reproving: HashMap::new(),
+            dropped_proofs: Vec::new(),
             answers: HashMap::new(),
             verified: 0,
             refused: HashMap::new(),
@@ -187,8 +195,10 @@ impl Ledger {
             match (&held.proof, self.certified) {
                 (Some(file), true) => {
                     // A unit proved again: its new proof is checked like any other (and the
-                    // unit goes out again only if that one is lost too).
-                    self.to_reprove.remove(&q);
+                    // unit goes out again only if that one is lost or refused too).
+                    if self.to_reprove.remove(&q) {
+                        self.reproving.insert(q, held.worker.clone());
+                    }
                     self.to_prove.push_back(ProofDue {
                         unit: q,
                         worker: held.worker.clone(),
@@ -202,6 +212,20 @@ impl Ledger {
                     self.to_reprove.insert(q);
                 }
                 (_, false) => self.queue(q),
+            }
+        } else if !self.certified {
+            // An answer taken on the draw settles the unit as it would have alone: the
+            // answers held that agree with it (a backup's, always verified) wait no more.
+            if let Some(list) = self.answers.get_mut(&q) {
+                for h in list.iter_mut().filter(|h| h.waits() && h.facts.agrees_with(held.facts)) {
+                    h.verify = false;
+                }
+                if !list.iter().any(Held::waits) {
+                    self.awaiting.remove(&q);
+                    if !self.refused.contains_key(&q) {
+                        self.to_search.retain(|x| *x != q);
+                    }
+                }
             }
         }
         let list = self.answers.entry(q).or_default();
@@ -229,6 +253,7 @@ impl Ledger {
             self.awaiting.remove(&q);
         }
         self.to_reprove.remove(&q);
+        self.reproving.remove(&q);
         // A replayed log queues every result's proof before it reads that it was checked:
         // a checked proof is not checked again after a restart.
         self.to_prove.retain(|p| p.unit != q || p.worker != worker);
@@ -237,9 +262,15 @@ impl Ledger {
     /// The proof of `worker`'s result on `q` is gone (its file missing after a restart):
     /// the unit is to be searched and proved again; the result stays held meanwhile.
     pub fn proof_lost(&mut self, q: Question) {
+        self.reproving.remove(&q);
         if self.awaiting.contains(&q) {
             self.to_reprove.insert(q);
         }
+    }
+
+    /// The proof files of discarded results no check passed, since the last call.
+    pub fn take_dropped_proofs(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.dropped_proofs)
     }
 
     /// Units to search and prove again (their proofs were lost).
@@ -298,12 +329,36 @@ impl Ledger {
             list.retain(|(w, _)| w != worker);
         }
         self.refused.retain(|_, list| !list.is_empty());
+        let dropped = &mut self.dropped_proofs;
         self.answers.retain(|_, list| {
-            list.retain(|h| h.worker != worker);
+            list.retain(|h| {
+                if h.worker != worker {
+                    return true;
+                }
+                // A proof that checked holds true facts that later proofs may rest on: it
+                // stays (it cost its worker real work).
+                dropped.extend(h.proof.clone().filter(|_| !h.proof_checked));
+                false
+            });
             !list.is_empty()
         });
         self.to_prove.retain(|p| p.worker != worker);
+        self.dropped_proofs.sort();
+        self.dropped_proofs.dedup();
         self.awaiting = self.answers.iter().filter(|(_, l)| l.iter().any(Held::waits)).map(|(q, _)| *q).collect();
+        // A unit whose new proof came from `worker` is to be proved again, unless another
+        // proof of it waits to be checked.
+        let (awaiting, to_prove) = (&self.awaiting, &self.to_prove);
+        let to_reprove = &mut self.to_reprove;
+        self.reproving.retain(|q, w| {
+            if w != worker {
+                return true;
+            }
+            if awaiting.contains(q) && !to_prove.iter().any(|p| p.unit == *q) {
+                to_reprove.insert(*q);
+            }
+            false
+        });
         self.verified = self.answers.values().flatten().filter(|h| h.verified).count() as u64;
         self.answers.iter().flat_map(|(q, l)| l.iter().map(move |h| (*q, h.facts))).collect()
     }

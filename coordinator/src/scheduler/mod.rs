@@ -437,15 +437,29 @@ impl Scheduler {
         self.units.granted_earlier(grants);
     }
 
-    /// True when nothing will adopt `q` again: it is answered or split, and nobody holds it
-    /// (its grants may be forgotten: `Store::forget_grants`).
+    /// True when nothing will adopt `q` again: it is answered or split, not to be proved
+    /// again, and nobody holds it (its grants may be forgotten: `Store::forget_grants`).
     pub fn done_with(&self, q: &Question) -> bool {
-        (self.ledger.is_answered(q) || self.units.is_split(q)) && self.units.is_unleased(q)
+        (self.ledger.is_answered(q) || self.units.is_split(q))
+            && !self.ledger.to_reprove().contains(q)
+            && self.units.is_unleased(q)
     }
 
     /// The grants made since the last call, for the state (`Store::record_grant`).
     pub fn take_grants(&mut self) -> Vec<Grant> {
         self.units.take_noted()
+    }
+
+    /// The proof files of results discarded with their worker that no check passed, since
+    /// the last call: the state may delete them (`Store::remove_proof`).
+    pub fn take_dropped_proofs(&mut self) -> Vec<String> {
+        self.ledger.take_dropped_proofs()
+    }
+
+    /// The grants withdrawn since the last call, for the state (`Store::forget_grant`):
+    /// none of them is among those [`Scheduler::take_grants`] returns with them.
+    pub fn take_revoked_grants(&mut self) -> Vec<(Question, String)> {
+        self.units.take_revoked()
     }
 
     /// This run starts serving at `now`: its adoption period starts then, not when the
@@ -577,6 +591,12 @@ impl Scheduler {
 
     /// Decides what a result does, before anything is logged.
     pub fn judge(&mut self, s: &Submission, now: Instant) -> Verdict {
+        if self.decided.is_some() {
+            // The answer is logged: nothing changes it, and what a certified job's
+            // certificate is assembled from must not change either (a result taken now
+            // would be reported to the top before its proof is checked).
+            return Verdict::Ignore("the job is answered");
+        }
         self.refresh();
         let q = s.unit;
         let record = |verify| ResultRecord {
@@ -689,11 +709,14 @@ impl Scheduler {
         // (each refusal costs a search).
         let agrees = self.top.held(&q.region).agrees_with(q.query.answer_only(s.facts));
         let first = self.units.get(&q).is_some_and(|u| u.is_first(&s.worker));
-        // In a certified job the first holder's agreeing answer is held too while the held
-        // one is not proved: its proof is then checked, so a backup's proof that fails
-        // does not take the unit's answer down with it.
-        let second_proof = self.certified && first && agrees && !self.ledger.is_verified(&q);
-        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && !second_proof && (agrees || !first) {
+        // The first holder's agreeing answer is held too while the held one is not
+        // verified. In a certified job its proof is then checked, so a backup's proof that
+        // fails does not take the unit's answer down with it; in another it stands for the
+        // unit as if no backup had answered (`Ledger::hold`), so a backup's answer, even a
+        // guess, does not make the first holder's search count for nothing and the unit
+        // wait for the coordinator's own search.
+        let second = first && agrees && !self.ledger.is_verified(&q);
+        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && !second && (agrees || !first) {
             self.counters.duplicates += 1;
             self.units.drop_lease_of(&q, &s.worker);
             return Verdict::Ignore("the unit is answered already");
@@ -871,18 +894,21 @@ impl Scheduler {
         n
     }
 
-    /// Forgets a worker that is shutting down.
+    /// Forgets a worker that is shutting down (and its grants).
     pub fn leave(&mut self, worker: &str) {
         self.workers.leave(worker);
         self.units.forget_worker(worker);
+        self.units.revoke(worker, &[]);
     }
 
     /// Expires overdue leases (their units go back to the pool) and forgets workers silent
-    /// for three lease periods; returns the expired `(unit, worker)` pairs.
+    /// for three lease periods (and their grants); returns the expired `(unit, worker)` pairs.
     pub fn expire(&mut self, now: Instant) -> Vec<(Question, String)> {
         let out = self.units.expire(now);
         self.counters.expired += out.len() as u64;
-        self.workers.forget_silent(now, self.units.lease_length() * 3);
+        for gone in self.workers.forget_silent(now, self.units.lease_length() * 3) {
+            self.units.revoke(&gone, &[]);
+        }
         let workers = &self.workers;
         self.units.keep_workers(|id| workers.is_live(id));
         out

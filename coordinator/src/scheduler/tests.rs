@@ -1270,3 +1270,213 @@ fn a_restarted_run_keeps_a_unit_for_its_recorded_first_holder() {
     }
     assert!(taken.contains(&u), "{taken:?}");
 }
+
+/// A certified submission of `worker` on `u` with a proof of one byte (which the job's
+/// checker would refuse; the scheduler judges results before their proofs are checked).
+fn certified_sub(worker: &str, u: Question, attempt: u64, facts: Facts) -> Submission {
+    let mut x = sub(worker, u, attempt, facts, true, 10);
+    x.proof = vec![1];
+    x
+}
+
+/// Judges and applies a certified result, with a proof file named after it, and marks it
+/// proved when `proved`, as the job and its proof checker would. True when it is held.
+fn certified_submit(s: &mut Scheduler, worker: &str, u: Question, k: u64, facts: Facts, proved: bool) -> bool {
+    match s.judge(&certified_sub(worker, u, k, facts), s.since) {
+        Verdict::Accept(mut r) => {
+            r.proof = Some(format!("{:016x}.proof", k << 8 | worker.len() as u64));
+            s.apply(&Event::Result(r));
+            if proved {
+                s.apply(&Event::Proved { unit: u, worker: worker.to_string(), facts: 1 });
+            }
+            true
+        }
+        v => {
+            for e in v.events() {
+                s.apply(&e);
+            }
+            false
+        }
+    }
+}
+
+/// Once a certified job's answer is logged, results that come during the linger are
+/// ignored: they would be reported to the top before their proofs are checked, and the
+/// certificate is assembled from the values the top holds (a review found a lie sent
+/// then made the assembly fail).
+#[test]
+fn results_after_the_answer_change_nothing_the_certificate_is_assembled_from() {
+    let mut s = certified_scheduler();
+    let t0 = s.since;
+    let hostile = s.register("11", "hostile", 8, t0).unwrap();
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    let mut held: Vec<(Question, u64)> = Vec::new();
+    for slot in 0..8 {
+        if let LeaseOutcome::Unit(q, k, _) = s.lease(&hostile, slot, t0) {
+            held.push((q, k));
+        }
+    }
+    let answer = loop {
+        if let Some(a) = s.answer() {
+            break a;
+        }
+        match s.lease(&honest, 0, t0) {
+            LeaseOutcome::Unit(q, k, _) => {
+                certified_submit(&mut s, &honest, q, k, truth(q), true);
+            }
+            LeaseOutcome::Done(a) => break a,
+            LeaseOutcome::Wait => {
+                let (q, k) = held.remove(0);
+                certified_submit(&mut s, &hostile, q, k, truth(q), true);
+            }
+        }
+        search_all(&mut s);
+    };
+    s.decide(answer);
+    let sorted = |mut v: Vec<(cram_engine::region::AnyRegion, u8)>| {
+        v.sort_by_key(|(r, x)| (r.key(), *x));
+        v
+    };
+    let values = sorted(s.exact_values());
+    assert!(!held.is_empty(), "the hostile worker still holds units");
+    for (q, k) in held {
+        assert!(matches!(s.judge(&certified_sub(&hostile, q, k, lie(q)), t0), Verdict::Ignore(_)));
+    }
+    assert_eq!(sorted(s.exact_values()), values);
+    assert_eq!(s.answer(), Some(answer));
+}
+
+/// A unit to be proved again that gets a proof which is refused (its worker distrusted) is
+/// to be proved again still, also after a restart: the result held before it waits for a
+/// proof (a review found the unit leased to nobody and the job waiting for ever).
+#[test]
+fn a_refused_proof_of_a_unit_to_prove_again_leaves_it_to_prove_again() {
+    let mut s = one_unit_certified();
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &a, 0, t0);
+    let (_, mut log) = submit(&mut s, certified_sub(&a, u, k, truth(u)));
+    assert!(s.ledger.to_reprove().contains(&u), "held without its proof file");
+    let h = s.register("11", "hostile", 1, t0).unwrap();
+    let LeaseOutcome::Unit(q, kh, 0) = s.lease(&h, 0, t0) else { panic!("the unit to prove again") };
+    assert_eq!(q, u);
+    let Verdict::Accept(mut r) = s.judge(&certified_sub(&h, u, kh, truth(u)), t0) else { panic!("held") };
+    r.proof = Some("00000000000000ba.proof".into());
+    let e = Event::Result(r);
+    s.apply(&e);
+    log.push(e);
+    assert!(!s.ledger.to_reprove().contains(&u), "its proof is on the way");
+    assert_eq!(s.next_proof().map(|p| p.worker), Some(h.clone()));
+    let e = Event::Distrust { worker: h.clone(), reason: "its proof does not check".into() };
+    s.apply(&e);
+    log.push(e);
+    assert_eq!(s.take_dropped_proofs(), vec!["00000000000000ba.proof".to_string()], "the refused proof may go");
+    let honest = s.register("33", "honest", 1, t0).unwrap();
+    assert!(matches!(s.lease(&honest, 0, t0), LeaseOutcome::Unit(q, _, 0) if q == u), "to be proved again");
+    let mut again = one_unit_certified();
+    again.replay(&log);
+    assert!(again.ledger.to_reprove().contains(&u), "also after a restart");
+}
+
+/// A job of one unit, certified.
+fn one_unit_certified() -> Scheduler {
+    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 0, false);
+    Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true)
+}
+
+/// A unit to be proved again is not done with: a restart keeps the grant of the worker
+/// proving it again, which adopts it (a review found its hours of search cut off).
+#[test]
+fn a_unit_to_prove_again_keeps_its_grants_at_a_restart() {
+    let mut s = one_unit_certified();
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &a, 0, t0);
+    let (_, log) = submit(&mut s, certified_sub(&a, u, k, truth(u)));
+    let w = s.register("22", "reprover", 1, t0).unwrap();
+    let LeaseOutcome::Unit(q, kw, 0) = s.lease(&w, 0, t0) else { panic!("the unit to prove again") };
+    assert_eq!(q, u);
+    let grants = s.take_grants();
+    let mut s2 = one_unit_certified();
+    s2.replay(&log);
+    assert!(!s2.done_with(&u), "to be proved again");
+    let open: Vec<Grant> = grants.into_iter().filter(|g| !s2.done_with(&g.unit)).collect();
+    s2.granted_earlier(open);
+    let t1 = s2.since;
+    assert_eq!(s2.register("22", "reprover", 1, t1).unwrap(), w);
+    assert!(s2.heartbeat(&w, u, kw, 100, t1 + Duration::from_secs(1)), "adopted");
+}
+
+/// Throwaway identities that lease a unit and let it go (released, distrusted, silent)
+/// leave no grant behind, in memory or for the state's index (a review grew one unit's
+/// grants by one per identity, without bound).
+#[test]
+fn identities_that_let_a_unit_go_leave_no_grants_behind() {
+    let mut s = one_unit(CheckPolicy::DEFAULT);
+    let t0 = s.since;
+    let mut index = std::collections::HashSet::new();
+    let record = |s: &mut Scheduler, index: &mut std::collections::HashSet<(Question, String)>| {
+        for g in s.take_grants() {
+            index.insert((g.unit, g.worker));
+        }
+        for (q, w) in s.take_revoked_grants() {
+            index.remove(&(q, w));
+        }
+    };
+    let mut u = None;
+    for i in 0..50 {
+        let w = s.register(&format!("{i:016x}"), "x", 1, t0).unwrap();
+        let (q, _) = unit(&mut s, &w, 0, t0);
+        if i % 2 == 0 {
+            assert_eq!(s.release(&w, &[q]), 1);
+            s.leave(&w);
+        } else {
+            s.apply(&Event::Distrust { worker: w.clone(), reason: "r".into() });
+        }
+        record(&mut s, &mut index);
+        u = Some(q);
+    }
+    let u = u.unwrap();
+    assert!(s.units.get(&u).unwrap().grants.is_empty() && index.is_empty(), "{index:?}");
+    // One that holds it keeps its grant until it goes silent for three lease periods.
+    let w = s.register("ffffffffffffffff", "x", 1, t0).unwrap();
+    unit(&mut s, &w, 0, t0);
+    record(&mut s, &mut index);
+    assert_eq!(index.len(), 1);
+    s.expire(t0 + Duration::from_secs(10));
+    record(&mut s, &mut index);
+    assert_eq!(index.len(), 1, "its lease expired; its late answer still counts");
+    s.expire(t0 + Duration::from_secs(31));
+    record(&mut s, &mut index);
+    assert!(s.units.get(&u).unwrap().grants.is_empty() && index.is_empty(), "{index:?}");
+}
+
+/// In a job that is not certified a backup's answer (even a guess sent at once) does not
+/// turn the first holder's agreeing answer into a duplicate: the first holder's is taken
+/// on the draw, and the unit waits no more for the verification of the backup's (a review
+/// found the unit waiting for the coordinator's own search instead).
+#[test]
+fn a_first_holders_agreeing_answer_stands_beside_a_backups() {
+    let mut s = scheduler_of("4x6", DECISIVE_ONLY);
+    let t0 = s.since;
+    let honest = s.register("22", "honest", 1, t0).unwrap();
+    let hostile = s.register("11", "hostile", 1, t0).unwrap();
+    let (u, k) = undecisive_unit(&mut s, &honest, t0);
+    search_all(&mut s);
+    let kb = s.units.grant(u, &hostile, 0, None, 0, t0);
+    let (v, _) = submit(&mut s, sub(&hostile, u, kb, truth(u), true, 1));
+    assert!(verified(&v), "a backup's answer is verified: {v:?}");
+    assert!(s.ledger.awaiting().contains(&u));
+    let (v, _) = submit(&mut s, sub(&honest, u, k, truth(u), true, 1_000_000));
+    assert!(matches!(v, Verdict::Accept(_)) && !verified(&v), "{v:?}");
+    assert!(!s.ledger.awaiting().contains(&u), "nothing waits on the unit");
+    assert!(s.next_search(false).is_none(), "no search of it");
+    // A backup's lie is still caught: it disagrees, and the first holder's answer is then
+    // refused for the coordinator's search to decide.
+    let (w, k) = undecisive_unit(&mut s, &honest, t0);
+    let kb = s.units.grant(w, &hostile, 0, None, 0, t0);
+    assert!(verified(&submit(&mut s, sub(&hostile, w, kb, lie(w), true, 1)).0));
+    assert!(matches!(submit(&mut s, sub(&honest, w, k, truth(w), true, 10)).0, Verdict::Refuse { .. }));
+    let found = search_all(&mut s);
+    assert!(found.iter().any(|e| matches!(e, Event::Distrust { worker, .. } if *worker == hostile)), "{found:?}");
+}

@@ -179,6 +179,8 @@ pub struct Units {
     reserved: HashSet<Question>,
     /// Grants not written to the state yet.
     noted: Vec<Grant>,
+    /// Grants withdrawn and not removed from the state yet (unit, worker).
+    revoked: Vec<(Question, String)>,
     lease: Duration,
 }
 
@@ -192,6 +194,7 @@ impl Units {
             first: HashMap::new(),
             reserved: HashSet::new(),
             noted: Vec::new(),
+            revoked: Vec::new(),
             lease,
         }
     }
@@ -210,6 +213,40 @@ impl Units {
     /// The grants to write to the state since the last call.
     pub fn take_noted(&mut self) -> Vec<Grant> {
         std::mem::take(&mut self.noted)
+    }
+
+    /// The grants to remove from the state since the last call (unit, worker).
+    pub fn take_revoked(&mut self) -> Vec<(Question, String)> {
+        std::mem::take(&mut self.revoked)
+    }
+
+    /// Withdraws `worker`'s grants of the units `qs` (all units when none are named) that
+    /// it no longer holds: units it released, or all once it is gone (left, silent for
+    /// three lease periods, or found wrong). A late answer under such a grant is ignored;
+    /// and throwaway identities that lease and let go would otherwise each leave a grant,
+    /// in memory and in the state's index, for as long as the unit is open.
+    pub fn revoke(&mut self, worker: &str, qs: &[Question]) {
+        let mut gone = Vec::new();
+        let mut revoke = |q: &Question, unit: &mut Unit| {
+            if !unit.held_by(worker) && unit.grants.iter().any(|(w, _)| w == worker) {
+                unit.grants.retain(|(w, _)| w != worker);
+                gone.push(*q);
+            }
+        };
+        if qs.is_empty() {
+            self.units.iter_mut().for_each(|(q, u)| revoke(q, u));
+        } else {
+            for q in qs {
+                if let Some(unit) = self.units.get_mut(q) {
+                    revoke(q, unit);
+                }
+            }
+        }
+        for q in gone {
+            self.earlier.remove(&(q, worker.to_string()));
+            self.noted.retain(|g| g.unit != q || g.worker != worker);
+            self.revoked.push((q, worker.to_string()));
+        }
     }
 
     /// True when an earlier run recorded a first holder for `q` (see [`Units::reserved`]).
@@ -232,6 +269,7 @@ impl Units {
 
     /// Notes a grant for the state; a first holder's replaces the unit's recorded one.
     fn note(&mut self, unit: Question, worker: &str, attempt: u64, first: bool) {
+        self.revoked.retain(|(q, w)| *q != unit || w != worker);
         if first {
             self.first.insert(unit, (worker.to_string(), attempt));
         }
@@ -298,6 +336,7 @@ impl Units {
         }
         self.note_promotions(&[]);
         self.forget_worker(worker);
+        self.revoke(worker, &[]);
     }
 
     /// The branch thread `slot` of `worker` worked on last.
@@ -473,6 +512,7 @@ impl Units {
             }
         }
         self.note_promotions(qs);
+        self.revoke(worker, qs);
         n
     }
 

@@ -3,7 +3,7 @@
 //! results and its strikes (results refused as absurd); and the workers found wrong, with
 //! the reason (logged, so a distrusted worker stays disconnected across restarts).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 /// Strikes (absurd results) after which a worker is distrusted.
@@ -47,8 +47,9 @@ pub struct Workers {
     /// The id of each registered worker's secret digest.
     by_key: HashMap<String, String>,
     distrusted: BTreeMap<String, String>,
-    /// The secret digests of the workers found wrong.
-    distrusted_keys: HashSet<String>,
+    /// The secret digests of the workers found wrong, with the reason (looked up on every
+    /// call of a distrusted secret).
+    distrusted_keys: HashMap<String, String>,
 }
 
 /// The secret digest in a worker's id (`name#digest`).
@@ -61,9 +62,8 @@ impl Workers {
     /// `name#key`, the same across coordinator restarts; refused with the reason when it
     /// was distrusted (under any name).
     pub fn register(&mut self, key: &str, name: &str, threads: u32, now: Instant) -> Result<String, String> {
-        if self.distrusted_keys.contains(key) {
-            let reason = self.distrusted.iter().find(|(id, _)| key_of(id) == key).map(|(_, r)| r.clone());
-            return Err(reason.unwrap_or_else(|| "found wrong".into()));
+        if let Some(reason) = self.distrusted_keys.get(key) {
+            return Err(reason.clone());
         }
         let id = format!("{name}#{key}");
         if let Some(old) = self.by_key.insert(key.to_string(), id.clone()) {
@@ -91,9 +91,8 @@ impl Workers {
                 return Caller::Known(id.clone());
             }
         }
-        if self.distrusted_keys.contains(key) {
-            let reason = self.distrusted.iter().find(|(id, _)| key_of(id) == key).map(|(_, r)| r.clone());
-            return Caller::Distrusted(reason.unwrap_or_else(|| "found wrong".into()));
+        if let Some(reason) = self.distrusted_keys.get(key) {
+            return Caller::Distrusted(reason.clone());
         }
         Caller::Unknown
     }
@@ -104,7 +103,7 @@ impl Workers {
             return false;
         }
         self.distrusted.insert(worker.to_string(), reason.to_string());
-        self.distrusted_keys.insert(key_of(worker).to_string());
+        self.distrusted_keys.entry(key_of(worker).to_string()).or_insert_with(|| reason.to_string());
         self.leave(worker);
         true
     }
@@ -161,18 +160,19 @@ impl Workers {
         self.live.contains_key(worker)
     }
 
-    /// Forgets workers silent for `silent`.
-    pub fn forget_silent(&mut self, now: Instant, silent: Duration) {
+    /// Forgets workers silent for `silent`; returns them.
+    pub fn forget_silent(&mut self, now: Instant, silent: Duration) -> Vec<String> {
         let gone: Vec<String> = self
             .live
             .iter()
             .filter(|(_, w)| now.duration_since(w.last_seen) >= silent)
             .map(|(id, _)| id.clone())
             .collect();
-        for id in gone {
+        for id in &gone {
             tracing::warn!(worker = %id, "worker silent for {:?}; forgetting it", silent);
-            self.leave(&id);
+            self.leave(id);
         }
+        gone
     }
 
     /// The registered workers.
