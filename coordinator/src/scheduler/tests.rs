@@ -780,9 +780,14 @@ fn once_a_disputer_is_shown_wrong_its_other_disputes_are_not_searched() {
     assert!(replayed.ledger.is_quiet());
 }
 
-fn certified_scheduler() -> Scheduler {
-    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 2, false);
+/// A certified job of 4x6, split at `depth`.
+fn certified_split_at(depth: u32) -> Scheduler {
+    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), depth, false);
     Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true)
+}
+
+fn certified_scheduler() -> Scheduler {
+    certified_split_at(2)
 }
 
 #[test]
@@ -1031,8 +1036,7 @@ fn answers_not_from_the_first_holder_under_its_lease_are_always_verified() {
 /// the unit's answer (and the honest search and proof) down with it.
 #[test]
 fn a_certified_first_holders_answer_is_held_beside_a_backups_until_one_is_proved() {
-    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 0, false);
-    let mut s = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true);
+    let mut s = certified_split_at(0);
     let t0 = s.since;
     let honest = s.register("22", "honest", 1, t0).unwrap();
     let hostile = s.register("11", "hostile", 1, t0).unwrap();
@@ -1095,8 +1099,7 @@ fn a_lease_and_release_loop_keeps_one_grant_per_worker() {
 /// coordinator's search of the question is dropped.
 #[test]
 fn a_dispute_a_proof_decides_is_not_searched() {
-    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 0, false);
-    let mut s = Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true);
+    let mut s = certified_split_at(0);
     let t0 = s.since;
     let disputer = s.register("11", "disputer", 1, t0).unwrap();
     let honest = s.register("22", "honest", 1, t0).unwrap();
@@ -1351,7 +1354,7 @@ fn results_after_the_answer_change_nothing_the_certificate_is_assembled_from() {
 /// proof (a review found the unit leased to nobody and the job waiting for ever).
 #[test]
 fn a_refused_proof_of_a_unit_to_prove_again_leaves_it_to_prove_again() {
-    let mut s = one_unit_certified();
+    let mut s = certified_split_at(0);
     let t0 = s.since;
     let a = s.register("aa", "a", 1, t0).unwrap();
     let (u, k) = unit(&mut s, &a, 0, t0);
@@ -1373,22 +1376,16 @@ fn a_refused_proof_of_a_unit_to_prove_again_leaves_it_to_prove_again() {
     assert_eq!(s.take_dropped_proofs(), vec!["00000000000000ba.proof".to_string()], "the refused proof may go");
     let honest = s.register("33", "honest", 1, t0).unwrap();
     assert!(matches!(s.lease(&honest, 0, t0), LeaseOutcome::Unit(q, _, 0) if q == u), "to be proved again");
-    let mut again = one_unit_certified();
+    let mut again = certified_split_at(0);
     again.replay(&log);
     assert!(again.ledger.to_reprove().contains(&u), "also after a restart");
-}
-
-/// A job of one unit, certified.
-fn one_unit_certified() -> Scheduler {
-    let top = Top::new(&Board::parse("4x6").unwrap(), Mode::Nimber, false, Arc::new(DbSet::default()), 0, false);
-    Scheduler::new(top, Mode::Nimber, Duration::from_secs(10), BUDGET, CheckPolicy::DEFAULT, true)
 }
 
 /// A unit to be proved again is not done with: a restart keeps the grant of the worker
 /// proving it again, which adopts it (a review found its hours of search cut off).
 #[test]
 fn a_unit_to_prove_again_keeps_its_grants_at_a_restart() {
-    let mut s = one_unit_certified();
+    let mut s = certified_split_at(0);
     let t0 = s.since;
     let a = s.register("aa", "a", 1, t0).unwrap();
     let (u, k) = unit(&mut s, &a, 0, t0);
@@ -1397,7 +1394,7 @@ fn a_unit_to_prove_again_keeps_its_grants_at_a_restart() {
     let LeaseOutcome::Unit(q, kw, 0) = s.lease(&w, 0, t0) else { panic!("the unit to prove again") };
     assert_eq!(q, u);
     let grants = s.take_grants();
-    let mut s2 = one_unit_certified();
+    let mut s2 = certified_split_at(0);
     s2.replay(&log);
     assert!(!s2.done_with(&u), "to be proved again");
     let open: Vec<Grant> = grants.into_iter().filter(|g| !s2.done_with(&g.unit)).collect();
