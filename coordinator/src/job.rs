@@ -253,6 +253,11 @@ impl Job {
     /// Logs what a proof's check found: the result proved, or its worker distrusted; a
     /// proof whose file is gone has its unit proved again.
     async fn proof_checked(&mut self, c: ProofChecked) -> Result<(), StoreError> {
+        if !self.sched.holds_result(&c.unit, &c.worker) {
+            // Its worker was distrusted while the check ran: its result is discarded and
+            // its file may be deleted already, so what the check found says nothing.
+            return Ok(());
+        }
         match &c.checked {
             Checked::Proved(n) => tracing::debug!(unit = %c.unit, worker = %c.worker, facts = n, "proof checked"),
             Checked::Refused(why) => tracing::warn!(unit = %c.unit, worker = %c.worker, %why, "a proof does not check"),

@@ -245,12 +245,20 @@ impl Store {
         }
     }
 
-    /// Forgets `worker`'s grant of `q` (it let the unit go, or is gone). A failure is
-    /// logged.
+    /// Forgets `worker`'s grant of `q` (it let the unit go, or is gone), and that it is
+    /// the unit's first holder if it is recorded so. A failure is logged.
     pub fn forget_grant(&self, q: &Question, worker: &str) {
         let unit = q.to_string();
         let key = [unit.as_bytes(), &[0], worker.as_bytes()].concat();
-        if let Err(e) = self.index.open_tree(GRANTS).and_then(|t| t.remove(key).map(drop)) {
+        let forgot = self.index.open_tree(GRANTS).and_then(|t| t.remove(key)).and_then(|_| {
+            let first = self.index.open_tree(FIRST)?;
+            let names_worker = |holder: &[u8]| holder.split(|&b| b == 0).next() == Some(worker.as_bytes());
+            if first.get(unit.as_bytes())?.is_some_and(|h| names_worker(&h)) {
+                first.remove(unit.as_bytes())?;
+            }
+            Ok(())
+        });
+        if let Err(e) = forgot {
             tracing::warn!(unit = %q, worker, "the grant could not be removed from the state index ({e})");
         }
     }
@@ -623,6 +631,17 @@ mod tests {
         ];
         want.sort();
         assert_eq!(grants, want);
+        // A worker's grant withdrawn: the other's stays, and the unit's first holder when
+        // it is another worker; the withdrawn first holder is forgotten as such.
+        store.forget_grant(&q, "a#1");
+        let mut left = store.grants().unwrap();
+        left.sort();
+        let mut want = vec![g(q, "b#2", 2, false), g(r, "a#1", 1, false), g(q, "b#2", 2, true), g(r, "a#1", 1, true)];
+        want.sort();
+        assert_eq!(left, want);
+        store.forget_grant(&r, "a#1");
+        assert!(store.grants().unwrap().iter().all(|x| x.unit != r), "nor its first holder");
+        store.record_grant(&g(r, "a#1", 1, true));
         // A unit done with is forgotten, the others kept.
         store.forget_grants(&q);
         let mut left = store.grants().unwrap();

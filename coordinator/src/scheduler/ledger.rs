@@ -213,20 +213,6 @@ impl Ledger {
                 }
                 (_, false) => self.queue(q),
             }
-        } else if !self.certified {
-            // An answer taken on the draw settles the unit as it would have alone: the
-            // answers held that agree with it (a backup's, always verified) wait no more.
-            if let Some(list) = self.answers.get_mut(&q) {
-                for h in list.iter_mut().filter(|h| h.waits() && h.facts.agrees_with(held.facts)) {
-                    h.verify = false;
-                }
-                if !list.iter().any(Held::waits) {
-                    self.awaiting.remove(&q);
-                    if !self.refused.contains_key(&q) {
-                        self.to_search.retain(|x| *x != q);
-                    }
-                }
-            }
         }
         let list = self.answers.entry(q).or_default();
         list.push(held);

@@ -709,14 +709,14 @@ impl Scheduler {
         // (each refusal costs a search).
         let agrees = self.top.held(&q.region).agrees_with(q.query.answer_only(s.facts));
         let first = self.units.get(&q).is_some_and(|u| u.is_first(&s.worker));
-        // The first holder's agreeing answer is held too while the held one is not
-        // verified. In a certified job its proof is then checked, so a backup's proof that
-        // fails does not take the unit's answer down with it; in another it stands for the
-        // unit as if no backup had answered (`Ledger::hold`), so a backup's answer, even a
-        // guess, does not make the first holder's search count for nothing and the unit
-        // wait for the coordinator's own search.
-        let second = first && agrees && !self.ledger.is_verified(&q);
-        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && !second && (agrees || !first) {
+        // In a certified job the first holder's agreeing answer is held too while the held
+        // one is not proved: its proof is then checked, so a backup's proof that fails
+        // does not take the unit's answer down with it. (In another job it is a duplicate:
+        // taken on the draw, it would stand in for the held answer's verification, and two
+        // identities of one client, a late attempt or backup and the first holder, would
+        // pass a lie on the draw; a review showed it on a decisive unit.)
+        let second_proof = self.certified && first && agrees && !self.ledger.is_verified(&q);
+        if self.ledger.answered_by(&q, &s.worker) || answered && !reprove && !second_proof && (agrees || !first) {
             self.counters.duplicates += 1;
             self.units.drop_lease_of(&q, &s.worker);
             return Verdict::Ignore("the unit is answered already");
@@ -775,6 +775,11 @@ impl Scheduler {
             return Some("a finished result must answer its unit".into());
         }
         (!self.top.certain(&q.region).agrees_with(facts)).then(|| "the facts contradict what is certain".into())
+    }
+
+    /// True when `worker`'s result on `q` is held (not discarded with its worker).
+    pub fn holds_result(&self, q: &Question, worker: &str) -> bool {
+        self.ledger.holds_from(q, worker)
     }
 
     /// The next proof to check (certified jobs).

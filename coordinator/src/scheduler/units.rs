@@ -243,6 +243,10 @@ impl Units {
             }
         }
         for q in gone {
+            if self.first.get(&q).is_some_and(|(w, _)| w == worker) {
+                self.first.remove(&q);
+                self.reserved.remove(&q);
+            }
             self.earlier.remove(&(q, worker.to_string()));
             self.noted.retain(|g| g.unit != q || g.worker != worker);
             self.revoked.push((q, worker.to_string()));
