@@ -1349,17 +1349,25 @@ fn results_after_the_answer_change_nothing_the_certificate_is_assembled_from() {
     assert_eq!(s.answer(), Some(answer));
 }
 
+/// A certified job of one unit answered with a result whose proof file is not logged: the
+/// unit is to be proved again. Returns the job, the unit and the log so far.
+fn a_unit_to_prove_again() -> (Scheduler, Question, Vec<Event>) {
+    let mut s = certified_split_at(0);
+    let t0 = s.since;
+    let a = s.register("aa", "a", 1, t0).unwrap();
+    let (u, k) = unit(&mut s, &a, 0, t0);
+    let (_, log) = submit(&mut s, certified_sub(&a, u, k, truth(u)));
+    assert!(s.ledger.to_reprove().contains(&u), "held without its proof file");
+    (s, u, log)
+}
+
 /// A unit to be proved again that gets a proof which is refused (its worker distrusted) is
 /// to be proved again still, also after a restart: the result held before it waits for a
 /// proof (a review found the unit leased to nobody and the job waiting for ever).
 #[test]
 fn a_refused_proof_of_a_unit_to_prove_again_leaves_it_to_prove_again() {
-    let mut s = certified_split_at(0);
+    let (mut s, u, mut log) = a_unit_to_prove_again();
     let t0 = s.since;
-    let a = s.register("aa", "a", 1, t0).unwrap();
-    let (u, k) = unit(&mut s, &a, 0, t0);
-    let (_, mut log) = submit(&mut s, certified_sub(&a, u, k, truth(u)));
-    assert!(s.ledger.to_reprove().contains(&u), "held without its proof file");
     let h = s.register("11", "hostile", 1, t0).unwrap();
     let LeaseOutcome::Unit(q, kh, 0) = s.lease(&h, 0, t0) else { panic!("the unit to prove again") };
     assert_eq!(q, u);
@@ -1385,11 +1393,8 @@ fn a_refused_proof_of_a_unit_to_prove_again_leaves_it_to_prove_again() {
 /// proving it again, which adopts it (a review found its hours of search cut off).
 #[test]
 fn a_unit_to_prove_again_keeps_its_grants_at_a_restart() {
-    let mut s = certified_split_at(0);
+    let (mut s, u, log) = a_unit_to_prove_again();
     let t0 = s.since;
-    let a = s.register("aa", "a", 1, t0).unwrap();
-    let (u, k) = unit(&mut s, &a, 0, t0);
-    let (_, log) = submit(&mut s, certified_sub(&a, u, k, truth(u)));
     let w = s.register("22", "reprover", 1, t0).unwrap();
     let LeaseOutcome::Unit(q, kw, 0) = s.lease(&w, 0, t0) else { panic!("the unit to prove again") };
     assert_eq!(q, u);
