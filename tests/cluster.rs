@@ -499,6 +499,9 @@ async fn liar(url: String, secret: String, stop: tokio::sync::watch::Receiver<bo
     let mut oracle = Oracle::default();
     let id = c.id();
     let mut lies = 0u32;
+    // The truth is searched within a budget (a liar busy with a long search would miss its
+    // own disconnection), doubled after each unit it did not fit.
+    let mut budget = 300_000u64;
     let pause = || tokio::time::sleep(Duration::from_millis(100));
     while !*stop.borrow() {
         let unit = match c.unit().await {
@@ -510,9 +513,10 @@ async fn liar(url: String, secret: String, stop: tokio::sync::watch::Receiver<bo
                 continue;
             }
         };
-        // The truth, to lie about it, within a small budget: a liar busy with a long
-        // search would miss its own disconnection (the job can end meanwhile).
-        let Some((_, wrong)) = oracle.truth_and_lie(&unit, 300_000) else { continue };
+        let Some((_, wrong)) = oracle.truth_and_lie(&unit, budget) else {
+            budget *= 2;
+            continue;
+        };
         let region = cram_proto::region_from_pb(unit.region.as_ref()).unwrap();
         let nimber_unit = cram_engine::Question::nimber(region).to_string();
         for unit_id in [unit.unit_id.clone(), nimber_unit] {
@@ -563,14 +567,15 @@ fn chaos_kills_and_a_liar_leave_the_answer_right() {
     let secret = cram_proto::new_worker_secret();
     let liar_id = format!("liar#{}", cram_proto::secret_digest(&secret));
     let liar = rt.spawn(liar(c.url.clone(), secret, stop_rx));
+    // The honest workers and the kills begin once a false result of the liar's is in the
+    // log: under kills a lie can be lost to every restart (its lease gone, its unit leased
+    // to another), and on a busy machine honest workers can end the job before the liar
+    // has searched a truth to lie about.
+    let lied = |e: &Value| e["worker"] == liar_id.as_str() && (e["event"] == "result" || e["event"] == "refused");
+    wait_for("a false result of the liar's in the log", 300, || events(&state).iter().any(lied));
+    eprintln!("chaos: the liar's first false result logged after {:.1} s", started.elapsed().as_secs_f64());
     let cache = |i: usize| dir.join(format!("cache-{i}")).display().to_string();
     let mut workers: Vec<Child> = (0..2).map(|i| start_worker(&dir, &c.url, &["--cache", &cache(i)]).0).collect();
-    // The kills begin once a false result of the liar's is in the log: under kills a lie
-    // can be lost to every restart (its lease gone, its unit leased to another), and a
-    // busy machine can make that last for the whole job.
-    let lied = |e: &Value| e["worker"] == liar_id.as_str() && (e["event"] == "result" || e["event"] == "refused");
-    wait_for("a false result of the liar's in the log", 120, || events(&state).iter().any(lied));
-    eprintln!("chaos: the liar's first false result logged after {:.1} s", started.elapsed().as_secs_f64());
     let mut rng = rand::rng();
     let (mut coordinator_kills, mut worker_kills) = (0, 0);
     while coordinator_kills < 20 {
