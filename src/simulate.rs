@@ -6,8 +6,9 @@
 //! units the run never searched (a simulated cluster speculates differently) are searched
 //! here with the engine. Each worker is one search thread at `--nodes-per-sec`; every call
 //! pays a network round trip; the coordinator serves one call at a time, each taking the
-//! real time its scheduler needs here (its walk of the top) plus, for a result, the write
-//! to disk. Heartbeats go every quarter lease and cancel units no longer needed, as in a
+//! real time its scheduler needs here (its walk of the top), and syncs its log as the
+//! job's task does (group commit: once no call waits, one fsync for the results written
+//! since the last, their replies held until then). Heartbeats go every quarter lease and cancel units no longer needed, as in a
 //! real run. What the simulation leaves out is the cost of separate tables (each unit costs
 //! what the logged run paid): `cram bench --scaling` measures that on real processes.
 //!
@@ -47,9 +48,14 @@ pub struct SimulateArgs {
     /// Network round trip of one call, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 0.5)]
     pub rpc_ms: f64,
-    /// The coordinator's durable write of one result (fsync), in milliseconds.
+    /// One fsync of the coordinator's event log, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1.0)]
     pub fsync_ms: f64,
+    /// Calls the coordinator serves with results written and not synced while more calls
+    /// wait, as its group commit does (1: an fsync of its own for every result, the
+    /// coordinator before group commit).
+    #[arg(long, value_name = "N", default_value_t = cram_coordinator::job::GROUP as usize, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub sync_group: usize,
     /// Lease length in seconds (heartbeats every quarter of it).
     #[arg(long, value_name = "S", default_value_t = 30)]
     pub lease_secs: u64,
@@ -139,6 +145,7 @@ struct Model {
     nodes_per_sec: f64,
     rpc: f64,
     fsync: f64,
+    sync_group: usize,
     lease: Duration,
     unit_nodes: u64,
     check_threads: usize,
@@ -191,6 +198,60 @@ enum Ev {
     Proved(usize),
 }
 
+/// The coordinator in virtual time: it serves one call at a time, each for the real time
+/// its scheduler takes here, and syncs its log between calls.
+struct Server {
+    base: Instant,
+    rpc: f64,
+    /// When it is next free.
+    free: f64,
+    /// Seconds it spent serving calls and syncing.
+    busy: f64,
+}
+
+impl Server {
+    /// The instant of virtual time `t`.
+    fn at(&self, t: f64) -> Instant {
+        self.base + Duration::from_secs_f64(t)
+    }
+
+    /// One call sent at `t`: it reaches the coordinator after half a round trip, waits its
+    /// turn, takes the scheduler's real time, and its reply takes the other half; returns
+    /// when the reply would arrive, were it sent at once.
+    fn call(&mut self, t: f64, f: impl FnOnce(Instant)) -> f64 {
+        let start = (t + self.rpc / 2.0).max(self.free);
+        let clock = Instant::now();
+        f(self.at(start));
+        let service = clock.elapsed().as_secs_f64();
+        self.free = start + service;
+        self.busy += service;
+        self.free + self.rpc / 2.0
+    }
+
+    /// True when a call sent at `t` would wait for the coordinator.
+    fn would_wait(&self, t: f64) -> bool {
+        t + self.rpc / 2.0 <= self.free
+    }
+
+    /// Syncs the log for `secs` once it is free; returns when the replies held for it
+    /// arrive.
+    fn sync(&mut self, secs: f64) -> f64 {
+        self.free += secs;
+        self.busy += secs;
+        self.free + self.rpc / 2.0
+    }
+}
+
+/// A result served and written, its reply held until the log is synced.
+struct Held {
+    worker: usize,
+    unit: Question,
+    /// Accepted and finished: a certified job checks its proof.
+    proof_facts: Option<u64>,
+    /// It gave the answer.
+    solved: bool,
+}
+
 /// A unit being searched by a simulated worker.
 struct Busy {
     unit: Question,
@@ -215,10 +276,9 @@ fn simulate(
 ) -> Result<Outcome, Failure> {
     let top = Top::new(&log.board, log.mode, log.pairing, dbs.clone(), depth, log.plain);
     let mut s = Scheduler::new(top, log.mode, m.lease, m.unit_nodes, CheckPolicy::NONE, log.plain);
-    let base = Instant::now();
-    let at = |t: f64| base + Duration::from_secs_f64(t);
+    let mut server = Server { base: Instant::now(), rpc: m.rpc, free: 0.0, busy: 0.0 };
     let ids: Vec<String> = (0..workers)
-        .map(|i| s.register(&format!("{i:016x}"), "sim", 1, at(0.0)).expect("a new worker is not distrusted"))
+        .map(|i| s.register(&format!("{i:016x}"), "sim", 1, server.at(0.0)).expect("a new worker is not distrusted"))
         .collect();
     // Time-ordered events; virtual seconds as integer nanoseconds, so they order exactly.
     let mut queue: BinaryHeap<Reverse<(u64, u64, Ev)>> = BinaryHeap::new();
@@ -231,7 +291,6 @@ fn simulate(
         push(&mut queue, 0.0, Ev::Lease(w));
     }
     let mut busy: Vec<Option<Busy>> = (0..workers).map(|_| None).collect();
-    let mut coordinator_free = 0.0f64;
     let mut out =
         Outcome { makespan: 0.0, leased: 0, cancelled: 0, busy: 0.0, coordinator: 0.0, checking: 0.0, waited: 0.0 };
     let mut checks = ProofChecks { free: vec![0.0; m.check_threads.max(1)], worker_done: vec![0.0; workers] };
@@ -240,19 +299,39 @@ fn simulate(
     let mut last_result = 0.0f64;
     let mut lease_no = 0u64;
     let heartbeat_every = m.lease.as_secs_f64() / 4.0;
-    // One call: it reaches the coordinator after half a round trip, waits its turn, takes
-    // the scheduler's real time (plus `extra`), and its reply takes the other half.
-    let mut call = |t: f64, extra: f64, f: &mut dyn FnMut(Instant)| -> f64 {
-        let start = (t + m.rpc / 2.0).max(coordinator_free);
-        let clock = Instant::now();
-        f(at(start));
-        let service = clock.elapsed().as_secs_f64() + extra;
-        coordinator_free = start + service;
-        out.coordinator += service;
-        coordinator_free + m.rpc / 2.0
-    };
+    let mut held: Vec<Held> = Vec::new();
+    let mut held_steps = 0usize;
     let mut steps = 0u64;
-    while let Some(Reverse((t, _, ev))) = queue.pop() {
+    // Names of the proofs of a certified job's results.
+    let mut named = 0u64;
+    let answered = 'run: loop {
+        // Group commit, as the job's task does it: once no call waits for the coordinator,
+        // or `sync_group` calls were served since a result was written, one sync makes the
+        // results durable and their replies go.
+        let waiting = queue
+            .peek()
+            .is_some_and(|Reverse((t, _, ev))| !matches!(ev, Ev::Proved(_)) && server.would_wait(*t as f64 / 1e9));
+        if !held.is_empty() && (held_steps >= m.sync_group || !waiting) {
+            held_steps = 0;
+            let reply = server.sync(m.fsync);
+            last_result = reply;
+            for h in held.drain(..) {
+                if let Some(facts) = h.proof_facts {
+                    let secs = facts as f64 / m.proof_facts_per_sec;
+                    out.checking += secs;
+                    let end = checks.check(h.worker, reply, secs);
+                    proved.push((h.unit, ids[h.worker].clone(), facts));
+                    push(&mut queue, end, Ev::Proved(proved.len() - 1));
+                }
+                if h.solved {
+                    out.makespan = reply;
+                    break 'run true;
+                }
+                push(&mut queue, reply, Ev::Lease(h.worker));
+            }
+            continue 'run;
+        }
+        let Some(Reverse((t, _, ev))) = queue.pop() else { break false };
         let t = t as f64 / 1e9;
         steps += 1;
         if steps > 50_000_000 {
@@ -261,7 +340,7 @@ fn simulate(
         match ev {
             Ev::Lease(w) => {
                 let mut got = None;
-                let reply = call(t, 0.0, &mut |now| got = Some(s.lease(&ids[w], 0, now)));
+                let reply = server.call(t, |now| got = Some(s.lease(&ids[w], 0, now)));
                 // A simulated run has no state to record its grants in.
                 s.take_grants();
                 s.take_revoked_grants();
@@ -287,7 +366,7 @@ fn simulate(
                 let (unit, attempt) = (b.unit, b.attempt);
                 let nodes = ((t - b.start) * m.nodes_per_sec) as u64 + 1;
                 let mut keep = true;
-                let reply = call(t, 0.0, &mut |now| keep = s.heartbeat(&ids[w], unit, attempt, nodes, now));
+                let reply = server.call(t, |now| keep = s.heartbeat(&ids[w], unit, attempt, nodes, now));
                 if keep {
                     push(&mut queue, t + heartbeat_every, Ev::Heartbeat(w, n));
                 } else {
@@ -304,7 +383,7 @@ fn simulate(
                 if s.answer().is_some() {
                     out.makespan = t;
                     out.waited = t - last_result;
-                    return Ok(out);
+                    break 'run true;
                 }
             }
             Ev::Done(w, n) => {
@@ -325,7 +404,7 @@ fn simulate(
                 };
                 let mut solved = false;
                 let mut accepted = false;
-                let reply = call(t, m.fsync, &mut |now| {
+                server.call(t, |now| {
                     if log.plain {
                         // A certified result is held with its proof's file, and counts once
                         // the proof is checked (`Ev::Proved`).
@@ -333,7 +412,8 @@ fn simulate(
                         accepted = matches!(verdict, Verdict::Accept(_));
                         for mut e in verdict.events() {
                             if let Event::Result(r) = &mut e {
-                                r.proof = Some(format!("{:016x}.proof", proved.len()));
+                                r.proof = Some(format!("{named:016x}.proof"));
+                                named += 1;
                             }
                             s.apply(&e);
                         }
@@ -342,23 +422,19 @@ fn simulate(
                     }
                     solved = s.answer().is_some();
                 });
-                last_result = reply;
-                if accepted && b.finished {
-                    let secs = b.cost.proof_facts as f64 / m.proof_facts_per_sec;
-                    out.checking += secs;
-                    let end = checks.check(w, reply, secs);
-                    proved.push((b.unit, ids[w].clone(), b.cost.proof_facts));
-                    push(&mut queue, end, Ev::Proved(proved.len() - 1));
-                }
-                if solved {
-                    out.makespan = reply;
-                    return Ok(out);
-                }
-                push(&mut queue, reply, Ev::Lease(w));
+                let proof_facts = (accepted && b.finished).then_some(b.cost.proof_facts);
+                held.push(Held { worker: w, unit: b.unit, proof_facts, solved });
             }
         }
+        if !held.is_empty() && !matches!(ev, Ev::Proved(_)) {
+            held_steps += 1;
+        }
+    };
+    if !answered {
+        return Err(Failure::runtime("simulate: the workers stopped without an answer"));
     }
-    Err(Failure::runtime("simulate: the workers stopped without an answer"))
+    out.coordinator = server.busy;
+    Ok(out)
 }
 
 /// Runs `cram simulate` and prints a Markdown table.
@@ -377,6 +453,7 @@ pub fn run(a: &SimulateArgs) -> Result<(), Failure> {
         nodes_per_sec: a.nodes_per_sec.unwrap_or(log.nodes_per_sec),
         rpc: a.rpc_ms / 1000.0,
         fsync: a.fsync_ms / 1000.0,
+        sync_group: a.sync_group,
         lease: Duration::from_secs(a.lease_secs),
         unit_nodes: a.unit_nodes,
         check_threads: a.check_threads as usize,
@@ -397,11 +474,12 @@ pub fn run(a: &SimulateArgs) -> Result<(), Failure> {
     };
     let certified = log.proof_facts_per_node > 0.0;
     println!(
-        "{} at {:.0} nodes/s per worker, {} ms round trip, {} ms per result written, {} logged units{}\n",
+        "{} at {:.0} nodes/s per worker, {} ms round trip, {} ms per fsync of the log (synced at least every {} calls), {} logged units{}\n",
         log.spec,
         m.nodes_per_sec,
         a.rpc_ms,
         a.fsync_ms,
+        m.sync_group,
         log.costs.len(),
         if certified {
             format!(

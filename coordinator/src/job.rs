@@ -42,7 +42,17 @@ pub struct Job {
     /// The status as last rendered for readers: the gRPC status, the page's JSON, the
     /// metrics; dropped by every call that may change the state.
     rendered: [Option<(Instant, String)>; 3],
+    /// Replies to results written to the log and not yet on disk, sent once it is synced
+    /// (group commit: [`Job::commit`]).
+    held: Vec<Box<dyn FnOnce() + Send>>,
+    /// Steps taken since the log was last synced with lines written.
+    unsynced_steps: u64,
 }
+
+/// Steps (requests served, mostly) the job's task takes with lines written and not synced
+/// while further requests wait: a result's reply waits for at most this many others to be
+/// served before it is made durable and sent, however many calls keep the queue full.
+pub const GROUP: u64 = 64;
 
 /// How long a rendering of the status is served again while no call changed the state:
 /// any client may ask for it as often as it likes, and each rendering walks every unit, in
@@ -109,7 +119,19 @@ impl Job {
             store.forget_grants(&g.unit);
         }
         sched.granted_earlier(open);
-        Job { sched, store, settings, started, report, answered: None, checker, proofs, rendered: Default::default() }
+        Job {
+            sched,
+            store,
+            settings,
+            started,
+            report,
+            answered: None,
+            checker,
+            proofs,
+            rendered: Default::default(),
+            held: Vec::new(),
+            unsynced_steps: 0,
+        }
     }
 
     /// Serves requests until the answer is known (and the linger period over), a fatal
@@ -179,12 +201,18 @@ impl Job {
             if let Err(e) = self.after_step().await {
                 break Err(e.into());
             }
+            if let Err(e) = self.commit(!requests.is_empty()).await {
+                break Err(e.into());
+            }
         };
+        // What was written is made durable, and its replies sent, however the loop ended.
+        let committed = self.commit(false).await;
         self.checker.cancel();
         // Calls from now on are answered UNAVAILABLE at once, not queued unread while the
         // certificate is assembled (which can take an hour).
         drop(requests);
         let mut finished = outcome?;
+        committed?;
         if let Some(target) = self.settings.certificate.clone() {
             let assembly = Assembly {
                 board: self.settings.board,
@@ -277,6 +305,24 @@ impl Job {
         Ok(())
     }
 
+    /// Group commit: once no request waits, or [`GROUP`] steps after a line was written,
+    /// makes the log durable and sends the replies held for it. Results that arrive while
+    /// one sync runs are written one by one and made durable by the next, together.
+    async fn commit(&mut self, requests_waiting: bool) -> Result<(), StoreError> {
+        if self.store.unsynced() > 0 {
+            self.unsynced_steps += 1;
+            if requests_waiting && self.unsynced_steps < GROUP {
+                return Ok(());
+            }
+        }
+        self.unsynced_steps = 0;
+        self.store.sync().await?;
+        for send in self.held.drain(..) {
+            send();
+        }
+        Ok(())
+    }
+
     /// Logs an event, applies it, and rebuilds the index after a distrust (its facts are
     /// gone from the replay).
     async fn log(&mut self, event: &Event) -> Result<(), StoreError> {
@@ -333,6 +379,10 @@ impl Job {
                     }
                 }
                 match self.submit(submission, now).await {
+                    // Acknowledged once what it logged is on disk.
+                    Ok(answer) if self.store.unsynced() > 0 => self.held.push(Box::new(move || {
+                        let _ = reply.send(answer);
+                    })),
                     Ok(answer) => {
                         let _ = reply.send(answer);
                     }

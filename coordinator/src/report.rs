@@ -206,7 +206,11 @@ impl Reporter {
         );
         e.gauge("cram_first_moves", "First moves of the root, each once up to symmetry.", s.moves.len() as f64);
         e.gauge("cram_first_moves_known", "First moves whose value is known.", s.first_moves_known() as f64);
-        e.histogram("cram_log_append_seconds", "Time to write and fsync one event of the log.", fsync);
+        e.histogram(
+            "cram_log_sync_seconds",
+            "Time to fsync the log once (the events written together since the last).",
+            fsync,
+        );
         e.finish()
     }
 }

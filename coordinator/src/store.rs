@@ -4,8 +4,9 @@
 //! far the log reached (its line count and the seal of its last line); and, in a certified
 //! job, the results' proofs.
 //!
-//! Every event is appended to the log and fsynced, then the index is updated and flushed,
-//! before the worker is told it was recorded. On open the log is read back and its chain of
+//! Every event is written to the log and fsynced, then the index is updated and flushed,
+//! before the worker is told it was recorded; results that arrive together are fsynced
+//! together (group commit: [`Store::write`], then one [`Store::sync`]). On open the log is read back and its chain of
 //! seals checked; the index says whether it is whole: a log shorter than the index records
 //! was cut (not torn by a kill) and is refused, as is a missing or empty log in a directory
 //! whose index or proofs show it held a job. A log whose last line was torn by a kill loses
@@ -115,7 +116,9 @@ pub struct Store {
     lines: u64,
     seal: u64,
     index: sled::Db,
-    /// Time each append took to be written and fsynced.
+    /// Lines written since the last sync.
+    unsynced: u64,
+    /// Time each sync of the log took (one per group of lines written together).
     fsync: cram_proto::metrics::Histogram,
 }
 
@@ -182,6 +185,7 @@ impl Store {
             lines,
             seal,
             index,
+            unsynced: 0,
             fsync: Default::default(),
         };
         // read_events saw to it that a log that is not empty begins with the job.
@@ -306,25 +310,51 @@ impl Store {
         Ok(out)
     }
 
-    /// Appends `event` to the log and waits until it is on disk, then records the log's
-    /// reach in the index.
+    /// Appends `event` to the log and waits until it is on disk, with every line written
+    /// before it, then records the log's reach in the index.
     pub async fn append(&mut self, event: &Event) -> Result<(), StoreError> {
-        let path = self.dir.join(LOG_FILE);
-        if self.broken {
-            let source = std::io::Error::other("an earlier write to the event log failed; restart to resume");
-            return Err(StoreError::Io { path, source });
-        }
+        self.write(event).await?;
+        self.sync().await
+    }
+
+    /// Writes `event` as the log's next line without waiting for the disk: it is durable
+    /// once [`Store::sync`] (or an [`Store::append`]) returns. Results written together and
+    /// made durable by one sync are the log's group commit: one fsync for all the results
+    /// that arrived while the last one ran, instead of one each.
+    pub async fn write(&mut self, event: &Event) -> Result<(), StoreError> {
+        self.usable()?;
         let (line, seal) = sealed_line(event, self.seal);
         let file = self.log.clone();
-        let started = std::time::Instant::now();
-        let written =
-            tokio::task::spawn_blocking(move || (&*file).write_all(line.as_bytes()).and_then(|()| file.sync_data()))
-                .await
-                .expect("the log writer does not panic");
-        self.fsync.observe(started.elapsed().as_secs_f64());
+        let written = tokio::task::spawn_blocking(move || (&*file).write_all(line.as_bytes()))
+            .await
+            .expect("the log writer does not panic");
         self.broken = written.is_err();
-        written.map_err(io_err(&path))?;
-        (self.lines, self.seal) = (self.lines + 1, seal);
+        written.map_err(io_err(&self.dir.join(LOG_FILE)))?;
+        (self.lines, self.seal, self.unsynced) = (self.lines + 1, seal, self.unsynced + 1);
+        Ok(())
+    }
+
+    /// Lines written and not yet made durable by [`Store::sync`].
+    pub fn unsynced(&self) -> u64 {
+        self.unsynced
+    }
+
+    /// Waits until every line written is on disk, then records the log's reach in the
+    /// index (never beyond what is on disk: a reopened log shorter than the index says is
+    /// refused as cut).
+    pub async fn sync(&mut self) -> Result<(), StoreError> {
+        if self.unsynced == 0 {
+            return Ok(());
+        }
+        self.usable()?;
+        let file = self.log.clone();
+        let started = std::time::Instant::now();
+        let synced =
+            tokio::task::spawn_blocking(move || file.sync_data()).await.expect("the log writer does not panic");
+        self.fsync.observe(started.elapsed().as_secs_f64());
+        self.broken = synced.is_err();
+        synced.map_err(io_err(&self.dir.join(LOG_FILE)))?;
+        self.unsynced = 0;
         let index = self.index.clone();
         let dir = self.dir.clone();
         let mut v = [0u8; 16];
@@ -336,14 +366,25 @@ impl Store {
         Ok(())
     }
 
-    /// How long appends took to be on disk (write and fsync).
+    /// An error once a write to the log failed: it may end in part of a line, and nothing
+    /// more is written after it.
+    fn usable(&self) -> Result<(), StoreError> {
+        if self.broken {
+            let source = std::io::Error::other("an earlier write to the event log failed; restart to resume");
+            return Err(StoreError::Io { path: self.dir.join(LOG_FILE), source });
+        }
+        Ok(())
+    }
+
+    /// How long syncs of the log took (each makes the lines written since the last durable).
     pub fn fsync_latency(&self) -> &cram_proto::metrics::Histogram {
         &self.fsync
     }
 
-    /// Logs an accepted result, durable before returning.
+    /// Logs an accepted result; durable once [`Store::sync`] returns, and acknowledged to
+    /// its worker only then.
     pub async fn record(&mut self, result: &ResultRecord) -> Result<(), StoreError> {
-        self.append(&Event::Result(result.clone())).await
+        self.write(&Event::Result(result.clone())).await
     }
 
     /// Writes a result's proof to `proofs/` under a new name, durable (file and directory
@@ -496,6 +537,10 @@ mod tests {
         assert_eq!(replay.events.len(), 1);
         store.record(&result("3x7:1fffff?0", false)).await.unwrap();
         store.record(&result("3x7:1fffff?1", true)).await.unwrap();
+        // Written, not yet durable: the index's reach waits for the sync.
+        assert_eq!((store.unsynced(), reach(&store.index).map(|r| r.0)), (2, Some(1)));
+        store.sync().await.unwrap();
+        assert_eq!((store.unsynced(), reach(&store.index).map(|r| r.0)), (0, Some(3)));
         std::fs::read_to_string(dir.join(LOG_FILE)).unwrap().lines().map(str::to_string).collect()
     }
 
