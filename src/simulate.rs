@@ -424,6 +424,10 @@ fn simulate(
                 });
                 let proof_facts = (accepted && b.finished).then_some(b.cost.proof_facts);
                 held.push(Held { worker: w, unit: b.unit, proof_facts, solved });
+                if solved {
+                    // The job's task logs the answer, and syncs, in the same step.
+                    held_steps = m.sync_group;
+                }
             }
         }
         if !held.is_empty() && !matches!(ev, Ev::Proved(_)) {

@@ -196,9 +196,11 @@ fn metrics_are_prometheus_text_and_move() {
 }
 
 /// Group commit: results that reach the coordinator together are made durable by one fsync
-/// of its log, and each is acknowledged only once it is on disk (recorded, and in the log
-/// when the reply comes). A client with 24 threads leases 24 units and sends their true
-/// answers at once; the coordinator's metrics count fewer syncs than results.
+/// of its log. A client with 24 threads leases 24 units and sends their true answers at
+/// once: each is recorded and in the log when its reply comes, and the coordinator's
+/// metrics count fewer syncs than results (up to three bursts: a machine busy enough to
+/// serve one burst's calls one at a time gives each its own). That a reply waits for the
+/// sync is `Job::commit`'s; from outside, the page cache hides the difference.
 #[test]
 fn results_sent_together_share_one_fsync() {
     use common::client::{truth_and_lie, ProtoClient};
@@ -215,45 +217,54 @@ fn results_sent_together_share_one_fsync() {
     let syncs = move || parse_exposition(&get(&addr, "/metrics").2)["cram_log_sync_seconds_count"];
     let rt = tokio::runtime::Runtime::new().unwrap();
     let units = 24;
-    let (before, recorded) = rt.block_on(async {
+    let bursts = rt.block_on(async {
         let mut m = ProtoClient::new(&c.url, "burst");
         m.register.threads = units;
         m.register(PATIENCE).await.unwrap();
-        let mut answers = Vec::new();
-        for slot in 0..units {
-            let r = m.client.lease(pb::LeaseRequest { slot }).await.unwrap().into_inner();
-            let Some(pb::lease_reply::Reply::Unit(u)) = r.reply else { panic!("no unit for slot {slot}: {r:?}") };
-            let (right, _) = truth_and_lie(&u, u64::MAX).unwrap();
-            answers.push(pb::SubmitRequest {
-                unit_id: u.unit_id.clone(),
-                attempt: u.attempt,
-                region: u.region.clone(),
-                facts: Some(cram_proto::facts_to_pb(right)),
-                finished: true,
-                nodes: 1000,
-                ..Default::default()
-            });
+        let mut bursts = Vec::new();
+        while bursts.len() < 3 {
+            let mut answers = Vec::new();
+            for slot in 0..units {
+                let r = m.client.lease(pb::LeaseRequest { slot }).await.unwrap().into_inner();
+                let Some(pb::lease_reply::Reply::Unit(u)) = r.reply else { panic!("no unit for slot {slot}: {r:?}") };
+                let (right, _) = truth_and_lie(&u, u64::MAX).unwrap();
+                answers.push(pb::SubmitRequest {
+                    unit_id: u.unit_id.clone(),
+                    attempt: u.attempt,
+                    region: u.region.clone(),
+                    facts: Some(cram_proto::facts_to_pb(right)),
+                    finished: true,
+                    nodes: 1000,
+                    ..Default::default()
+                });
+            }
+            let before = tokio::task::spawn_blocking(syncs.clone()).await.unwrap();
+            let sent: Vec<_> = answers
+                .into_iter()
+                .map(|req| {
+                    let mut client = m.client.clone();
+                    let state = state.clone();
+                    tokio::spawn(async move {
+                        let unit = req.unit_id.clone();
+                        let recorded = client.submit(req).await.unwrap().into_inner().recorded;
+                        recorded && results(&state).iter().any(|r| r["unit"] == unit.as_str())
+                    })
+                })
+                .collect();
+            let mut recorded = 0;
+            for s in sent {
+                recorded += s.await.unwrap() as u32;
+            }
+            let used = tokio::task::spawn_blocking(syncs.clone()).await.unwrap() - before;
+            bursts.push((recorded, used));
+            if used < units as f64 {
+                break;
+            }
         }
-        let before = tokio::task::spawn_blocking(syncs.clone()).await.unwrap();
-        let sent = answers.into_iter().map(|req| {
-            let mut client = m.client.clone();
-            let state = state.clone();
-            tokio::spawn(async move {
-                let unit = req.unit_id.clone();
-                let recorded = client.submit(req).await.unwrap().into_inner().recorded;
-                // Acknowledged only once logged: the reply finds it in the log.
-                recorded && results(&state).iter().any(|r| r["unit"] == unit.as_str())
-            })
-        });
-        let mut recorded = 0;
-        for s in sent.collect::<Vec<_>>() {
-            recorded += s.await.unwrap() as u32;
-        }
-        (before, recorded)
+        bursts
     });
-    assert_eq!(recorded, units, "every result recorded and in the log when acknowledged");
-    let used = syncs() - before;
-    assert!(used >= 1.0 && used < units as f64, "{used} fsyncs for {units} results sent together");
+    assert!(bursts.iter().all(|&(recorded, used)| recorded == units && used >= 1.0), "{bursts:?}");
+    assert!(bursts.iter().any(|&(_, used)| used < units as f64), "no burst of {units} shared an fsync: {bursts:?}");
 }
 
 /// The browser, if this machine has one: `None` prints why the test is skipped, unless

@@ -279,6 +279,8 @@ pub enum LogError {
     Line {
         /// 1-based line number.
         line: usize,
+        /// Where the line begins, in bytes.
+        offset: u64,
         /// What is wrong.
         reason: String,
     },
@@ -304,7 +306,7 @@ pub fn read_events(mut reader: impl BufRead) -> Result<LogRead, LogError> {
             return Ok(out);
         }
         let body = &line[..line.len() - 1];
-        let fail = |reason: String| LogError::Line { line: n, reason };
+        let fail = |reason: String| LogError::Line { line: n, offset: good_bytes, reason };
         match check_seal(body, out.seal).map_err(fail)? {
             Some(seal) => out.seal = seal,
             None if out.unsealed + 1 == n => {

@@ -47,6 +47,8 @@ pub struct Job {
     held: Vec<Box<dyn FnOnce() + Send>>,
     /// Steps taken since the log was last synced with lines written.
     unsynced_steps: u64,
+    /// Units whose grants the state may forget once the log is synced.
+    done_with: Vec<Question>,
 }
 
 /// Steps (requests served, mostly) the job's task takes with lines written and not synced
@@ -131,6 +133,7 @@ impl Job {
             rendered: Default::default(),
             held: Vec::new(),
             unsynced_steps: 0,
+            done_with: Vec::new(),
         }
     }
 
@@ -319,6 +322,11 @@ impl Job {
         self.store.sync().await?;
         for send in self.held.drain(..) {
             send();
+        }
+        for q in std::mem::take(&mut self.done_with) {
+            if self.sched.done_with(&q) {
+                self.store.forget_grants(&q);
+            }
         }
         Ok(())
     }
@@ -516,7 +524,10 @@ impl Job {
                 }
                 self.log(&Event::Result(record)).await?;
                 if self.sched.done_with(&unit) {
-                    self.store.forget_grants(&unit);
+                    // Once the result is on disk: sled writes on its own, and a grant
+                    // forgotten before a power loss took the result would refuse its
+                    // worker's resubmission.
+                    self.done_with.push(unit);
                 }
                 if s.finished {
                     tracing::debug!(%unit, worker = %s.worker, nodes = s.nodes, cached = s.from_cache, "unit done");

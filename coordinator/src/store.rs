@@ -149,7 +149,7 @@ impl Store {
         let held_a_job = index_path.exists() || dir.join(PROOF_DIR).exists();
         let index = open_index(&index_path)?;
         let recorded = reach(&index);
-        let read = read_log(&log_path)?;
+        let read = read_log_within(&log_path, recorded.map(|(n, _)| n))?;
         let corrupt = |line: usize, reason: String| StoreError::Corrupt { path: log_path.clone(), line, reason };
         let lines = read.replay.events.len() as u64;
         match recorded {
@@ -219,8 +219,11 @@ impl Store {
         Ok(())
     }
 
-    /// Records in the index how far the log reached.
+    /// Records in the index how far the log reached, once it is on disk: a reopened log
+    /// may hold lines an earlier run wrote and never synced (killed while they were in
+    /// the page cache).
     fn write_reach(&self) -> Result<(), StoreError> {
+        self.log.sync_data().map_err(io_err(&self.dir.join(LOG_FILE)))?;
         let mut v = [0u8; 16];
         v[..8].copy_from_slice(&self.lines.to_le_bytes());
         v[8..].copy_from_slice(&self.seal.to_le_bytes());
@@ -466,15 +469,35 @@ fn open_index(path: &Path) -> Result<sled::Db, StoreError> {
 
 /// Reads the event log at `path` (none: an empty read), its seals checked.
 pub fn read_log(path: &Path) -> Result<LogRead, StoreError> {
+    read_log_within(path, None)
+}
+
+/// [`read_log`], for a log whose first `durable` lines the index records as on disk: a
+/// damaged line after them is one a power loss left half written (lines written together
+/// and not yet synced reach the disk in no set order), never acknowledged; the log is cut
+/// before it, and what is cut kept beside the log (`events.jsonl.cut-SECS`). Damage within
+/// the durable lines is refused.
+fn read_log_within(path: &Path, durable: Option<u64>) -> Result<LogRead, StoreError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LogRead::default()),
         Err(e) => return Err(io_err(path)(e)),
     };
-    read_events(BufReader::new(file)).map_err(|e| match e {
-        LogError::Io(source) => StoreError::Io { path: path.to_path_buf(), source },
-        LogError::Line { line, reason } => StoreError::Corrupt { path: path.to_path_buf(), line, reason },
-    })
+    match read_events(BufReader::new(file)) {
+        Ok(read) => Ok(read),
+        Err(LogError::Io(source)) => Err(StoreError::Io { path: path.to_path_buf(), source }),
+        Err(LogError::Line { line, offset, reason }) if durable.is_some_and(|n| line as u64 > n) => {
+            let aside = path.with_extension(format!("jsonl.cut-{}", cram_proto::unix_secs()));
+            tracing::warn!(log = %path.display(), line, %reason, aside = %aside.display(), "the event log is damaged after the lines its index records as on disk (a power loss while they were unsynced; none was acknowledged): cutting it there");
+            let bytes = std::fs::read(path).map_err(io_err(path))?;
+            std::fs::write(&aside, &bytes[offset as usize..]).map_err(io_err(&aside))?;
+            let f = OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
+            f.set_len(offset).map_err(io_err(path))?;
+            f.sync_data().map_err(io_err(path))?;
+            read_log_within(path, None)
+        }
+        Err(LogError::Line { line, reason, .. }) => Err(StoreError::Corrupt { path: path.to_path_buf(), line, reason }),
+    }
 }
 
 /// Cuts a torn last line off the log (once the log is known whole up to it).
@@ -599,6 +622,51 @@ mod tests {
         // Put back whole, it opens again.
         put(&lines);
         assert_eq!(reopen(&dir).unwrap().events.len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Lines written and not synced when the coordinator died: a kill leaves them in the
+    /// page cache, and the next open syncs them before its index records them; a power
+    /// loss can leave them damaged in any order, and as none was acknowledged the log is
+    /// cut before the first damaged one (kept aside), where damage within the lines the
+    /// index records is refused (the test above).
+    #[tokio::test]
+    async fn unsynced_lines_are_recorded_once_synced_and_cut_when_damaged() {
+        let dir = tempdir("unsynced");
+        let lines = written(&dir).await;
+        let log = dir.join(LOG_FILE);
+        {
+            let (mut store, _) = Store::open(&dir, &job("3x7")).unwrap();
+            store.record(&result("3x7:1fffff?2", true)).await.unwrap();
+            store.record(&result("3x7:1fffff?3", true)).await.unwrap();
+            assert_eq!(reach(&store.index).map(|r| r.0), Some(3));
+        }
+        let all: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(str::to_string).collect();
+        assert_eq!(all.len(), 5);
+        // Killed with the lines in the page cache: the next open takes them and records them.
+        let (store, replay) = Store::open(&dir, &job("3x7")).unwrap();
+        assert_eq!((replay.events.len(), reach(&store.index).map(|r| r.0)), (5, Some(5)));
+        drop(store);
+        // The index back at three lines, and line 4 zeros as a power loss can leave it.
+        let index = open_index(&dir.join(INDEX_DIR)).unwrap();
+        let mut v = [0u8; 16];
+        v[..8].copy_from_slice(&3u64.to_le_bytes());
+        v[8..].copy_from_slice(&read_log(&log).unwrap().seals[2].to_le_bytes());
+        index.insert(REACH, &v[..]).unwrap();
+        index.flush().unwrap();
+        drop(index);
+        let zeros = "\0".repeat(all[3].len());
+        let damaged = [&lines[..], &[zeros, all[4].clone()]].concat();
+        std::fs::write(&log, damaged.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+        assert_eq!(reopen(&dir).unwrap().events.len(), 3, "cut before the damaged line");
+        let aside: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.display().to_string().contains("events.jsonl.cut-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "what was cut is kept aside");
+        assert!(std::fs::read_to_string(&aside[0]).unwrap().ends_with(&format!("{}\n", all[4])));
+        assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 3);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
