@@ -467,7 +467,8 @@ fn table_rows(out: &str, first: &[&str]) -> Vec<Vec<String>> {
 
 /// `cram simulate` replays a real run's job through the scheduler in virtual time: one row
 /// per worker count, the first at 100 % efficiency, more workers finishing sooner while
-/// units last, and a log that is not one refused with a message.
+/// units last, group commit shortening a job held up by a slow disk, and a log that is not
+/// one refused with a message.
 #[test]
 fn simulate_scales_a_logged_run() {
     let dir = scratch("simulate");
@@ -486,6 +487,17 @@ fn simulate_scales_a_logged_run() {
         let makespan = |r: &Vec<String>| r[4].parse::<f64>().unwrap();
         assert!(makespan(&pair[1]) < makespan(&pair[0]), "four workers finish sooner: {out}");
     }
+    // Group commit: with a slow disk, 16 workers whose results share fsyncs finish sooner
+    // than with an fsync each (`--sync-group 1`, the coordinator before it).
+    let makespan = |group: &str| -> f64 {
+        let args = ["simulate", "--state", &st, "--no-db", "--workers", "16", "--split-depths", "3"];
+        let o = cram(&[&args[..], &["--nodes-per-sec", "100000", "--fsync-ms", "20", "--sync-group", group]].concat());
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let out = text(&o.stdout);
+        table_rows(&out, &["3"])[0][4].parse().unwrap()
+    };
+    let (each, grouped) = (makespan("1"), makespan("64"));
+    assert!(grouped < each * 0.8, "group commit: {grouped} s against {each} s");
     let missing = cram(&["simulate", "--state", &dir.join("nothing").display().to_string(), "--no-db"]);
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing.stderr));
     assert!(text(&missing.stderr).contains("events.jsonl"), "{}", text(&missing.stderr));
