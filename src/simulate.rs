@@ -8,8 +8,8 @@
 //! pays a network round trip; the coordinator serves one call at a time, each taking the
 //! real time its scheduler needs here (its walk of the top), and syncs its log as the
 //! job's task does (group commit: once no call waits, one fsync for the results written
-//! since the last, their replies held until then). Heartbeats go every quarter lease and cancel units no longer needed, as in a
-//! real run. What the simulation leaves out is the cost of separate tables (each unit costs
+//! since the last, their replies held until then). Heartbeats go every quarter lease and
+//! cancel units no longer needed, as in a real run. What the simulation leaves out is the cost of separate tables (each unit costs
 //! what the logged run paid): `cram bench --scaling` measures that on real processes.
 //!
 //! A certified job's log also gives each result's proof (the facts it added): the

@@ -6,12 +6,13 @@
 //!
 //! Every event is written to the log and fsynced, then the index is updated and flushed,
 //! before the worker is told it was recorded; results that arrive together are fsynced
-//! together (group commit: [`Store::write`], then one [`Store::sync`]). On open the log is read back and its chain of
-//! seals checked; the index says whether it is whole: a log shorter than the index records
-//! was cut (not torn by a kill) and is refused, as is a missing or empty log in a directory
-//! whose index or proofs show it held a job. A log whose last line was torn by a kill loses
-//! that line (its result was never acknowledged); damage anywhere else is refused, never
-//! guessed around. An index that cannot be opened (sled after a hard kill) is started
+//! together (group commit: [`Store::write`], then one [`Store::sync`]). On open the log is
+//! read back and its chain of seals checked; the index says whether it is whole: a log
+//! shorter than the index records was cut (not torn by a kill) and is refused, as is a
+//! missing or empty log in a directory whose index or proofs show it held a job. A log whose
+//! last line was torn by a kill loses that line, and one damaged after the lines the index
+//! records (written, not yet synced, when the power went) is cut there: none of those was
+//! acknowledged. Damage anywhere else is refused, never guessed around. An index that cannot be opened (sled after a hard kill) is started
 //! afresh from the log.
 
 use crate::events::{read_events, sealed_line, Event, JobRecord, LogError, LogRead, Replay, ResultRecord};
@@ -126,6 +127,12 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io { path: path.to_path_buf(), source }
 }
 
+/// A sled error of the index of the state in `dir`.
+fn index_err(dir: &Path) -> impl Fn(sled::Error) -> StoreError {
+    let path = dir.join(INDEX_DIR);
+    move |e| StoreError::Index { path: path.clone(), reason: e.to_string() }
+}
+
 /// How far the index says the log reached: (lines, seal of the last), when it says.
 fn reach(index: &sled::Db) -> Option<(u64, u64)> {
     let v = index.get(REACH).ok()??;
@@ -224,13 +231,18 @@ impl Store {
     /// the page cache).
     fn write_reach(&self) -> Result<(), StoreError> {
         self.log.sync_data().map_err(io_err(&self.dir.join(LOG_FILE)))?;
+        let err = index_err(&self.dir);
+        self.index.insert(REACH, &self.reach_value()[..]).map_err(&err)?;
+        self.index.flush().map_err(err)?;
+        Ok(())
+    }
+
+    /// The index's record of the log's reach: its whole lines, and the seal of the last.
+    fn reach_value(&self) -> [u8; 16] {
         let mut v = [0u8; 16];
         v[..8].copy_from_slice(&self.lines.to_le_bytes());
         v[8..].copy_from_slice(&self.seal.to_le_bytes());
-        let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
-        self.index.insert(REACH, &v[..]).map_err(err)?;
-        self.index.flush().map_err(err)?;
-        Ok(())
+        v
     }
 
     /// Notes a grant, so that after a restart its worker may keep searching the unit
@@ -290,7 +302,7 @@ impl Store {
     /// unit, and each unit's last first holder (`first`). Entries that do not read back are
     /// passed over.
     pub fn grants(&self) -> Result<Vec<Grant>, StoreError> {
-        let err = |e: sled::Error| StoreError::Index { path: self.dir.join(INDEX_DIR), reason: e.to_string() };
+        let err = &index_err(&self.dir);
         let split = |bytes: &[u8]| {
             let zero = bytes.iter().position(|&b| b == 0)?;
             Some((bytes[..zero].to_vec(), bytes[zero + 1..].to_vec()))
@@ -358,14 +370,9 @@ impl Store {
         self.broken = synced.is_err();
         synced.map_err(io_err(&self.dir.join(LOG_FILE)))?;
         self.unsynced = 0;
-        let index = self.index.clone();
-        let dir = self.dir.clone();
-        let mut v = [0u8; 16];
-        v[..8].copy_from_slice(&self.lines.to_le_bytes());
-        v[8..].copy_from_slice(&self.seal.to_le_bytes());
-        let err = move |e: sled::Error| StoreError::Index { path: dir.join(INDEX_DIR), reason: e.to_string() };
-        index.insert(REACH, &v[..]).map_err(&err)?;
-        index.flush_async().await.map_err(err)?;
+        let err = index_err(&self.dir);
+        self.index.insert(REACH, &self.reach_value()[..]).map_err(&err)?;
+        self.index.flush_async().await.map_err(err)?;
         Ok(())
     }
 
